@@ -1,0 +1,74 @@
+# Shared compile settings, the LibTorch precompiled header, and test helpers.
+
+# Flags every xlnet target gets.
+function(xlnet_set_compile_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(XLNET_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(XLNET_SANITIZE)
+    string(REPLACE ";" "," _san "${XLNET_SANITIZE}")
+    target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=${_san})
+  endif()
+  if(XLNET_WITH_CUDA)
+    target_compile_definitions(${target} PRIVATE XLNET_WITH_CUDA=1)
+  endif()
+  if(XLNET_PCH AND TARGET xlnet_pch)
+    target_precompile_headers(${target} REUSE_FROM xlnet_pch)
+  endif()
+endfunction()
+
+# An object library that owns the one LibTorch PCH; other targets reuse it.
+function(xlnet_add_pch_target)
+  if(NOT XLNET_PCH)
+    return()
+  endif()
+  set(_src ${CMAKE_BINARY_DIR}/xlnet_pch.cc)
+  if(NOT EXISTS ${_src})
+    file(WRITE ${_src} "// Translation unit that builds the shared precompiled header.\n")
+  endif()
+  add_library(xlnet_pch OBJECT ${_src})
+  target_link_libraries(xlnet_pch PUBLIC torch absl::status absl::statusor)
+  target_compile_options(xlnet_pch PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(XLNET_SANITIZE)
+    string(REPLACE ";" "," _san "${XLNET_SANITIZE}")
+    target_compile_options(xlnet_pch PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer)
+  endif()
+  if(XLNET_WITH_CUDA)
+    target_compile_definitions(xlnet_pch PRIVATE XLNET_WITH_CUDA=1)
+  endif()
+  target_precompile_headers(xlnet_pch PRIVATE ${PROJECT_SOURCE_DIR}/common/torch_pch.h)
+endfunction()
+
+# xlnet_add_library(name SOURCES ... DEPS ...): a static library of one folder.
+function(xlnet_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  xlnet_set_compile_options(${name})
+endfunction()
+
+# xlnet_add_tool(verb SOURCES ... DEPS ...): build/bin/xlnet-<verb>.
+function(xlnet_add_tool verb)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  set(target xlnet_tool_${verb})
+  add_executable(${target} ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME xlnet-${verb})
+  target_link_libraries(${target} PRIVATE ${ARG_DEPS})
+  xlnet_set_compile_options(${target})
+endfunction()
+
+# xlnet_add_test(name SOURCES ... DEPS ...): one GoogleTest binary registered with CTest.
+function(xlnet_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    XLNET_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    XLNET_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  xlnet_set_compile_options(${name})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES ENVIRONMENT "XLNET_LOG_LEVEL=warning")
+endfunction()

@@ -1,0 +1,243 @@
+#include "common/file_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace xlnet {
+namespace {
+
+std::atomic<int> g_temp_counter{0};
+
+absl::Status ErrnoStatus(const std::string& what, const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat(path, ": ", what, " failed: ", std::strerror(errno)));
+}
+
+std::string DirName(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string StripTrailingSlash(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string TempSibling(const std::string& path) {
+  return absl::StrCat(DirName(path), "/.", BaseName(path), ".tmp-", getpid(),
+                      "-", g_temp_counter++);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return buffer.str();
+}
+
+absl::Status WriteAll(int fd, const void* data, size_t size,
+                      const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", path);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return ErrnoStatus("open", dir);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("fsync", dir);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomicWith(
+    const std::string& path,
+    const std::function<absl::Status(int fd, const std::string& tmp)>&
+        write_fn) {
+  const std::string tmp = TempSibling(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return ErrnoStatus("create", tmp);
+  absl::Status status = write_fn(fd, tmp);
+  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus("fsync", tmp);
+  if (::close(fd) != 0 && status.ok()) status = ErrnoStatus("close", tmp);
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = ErrnoStatus("rename to " + path, tmp);
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  return SyncDir(DirName(path));
+}
+
+absl::Status WriteFileAtomic(const std::string& path,
+                             const std::string& contents) {
+  return WriteFileAtomicWith(path, [&](int fd, const std::string& tmp) {
+    return WriteAll(fd, contents.data(), contents.size(), tmp);
+  });
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  if (dir.empty() || IsDirectory(dir)) return absl::OkStatus();
+  const std::string parent = DirName(StripTrailingSlash(dir));
+  if (parent != dir) XLNET_RETURN_IF_ERROR(MakeDirs(parent));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus("mkdir", dir);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoveAll(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoStatus("stat", path);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    DIR* dir = ::opendir(path.c_str());
+    if (dir == nullptr) return ErrnoStatus("opendir", path);
+    std::vector<std::string> children;
+    while (struct dirent* entry = ::readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") children.push_back(path + "/" + name);
+    }
+    ::closedir(dir);
+    for (const auto& child : children) XLNET_RETURN_IF_ERROR(RemoveAll(child));
+    if (::rmdir(path.c_str()) != 0) return ErrnoStatus("rmdir", path);
+    return absl::OkStatus();
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus("unlink", path);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AtomicDirWriter> AtomicDirWriter::Begin(
+    const std::string& final_dir_in) {
+  const std::string final_dir = StripTrailingSlash(final_dir_in);
+  XLNET_RETURN_IF_ERROR(MakeDirs(DirName(final_dir)));
+  const std::string temp = TempSibling(final_dir);
+  XLNET_RETURN_IF_ERROR(RemoveAll(temp));
+  if (::mkdir(temp.c_str(), 0755) != 0) return ErrnoStatus("mkdir", temp);
+  return AtomicDirWriter(final_dir, temp);
+}
+
+AtomicDirWriter::AtomicDirWriter(AtomicDirWriter&& other) noexcept
+    : final_dir_(std::move(other.final_dir_)),
+      temp_dir_(std::move(other.temp_dir_)),
+      done_(other.done_) {
+  other.done_ = true;
+}
+
+AtomicDirWriter::~AtomicDirWriter() {
+  if (!done_) RemoveAll(temp_dir_).IgnoreError();
+}
+
+std::string AtomicDirWriter::Path(const std::string& name) const {
+  return temp_dir_ + "/" + name;
+}
+
+absl::Status AtomicDirWriter::Commit() {
+  if (done_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(final_dir_, ": directory already committed"));
+  }
+  XLNET_RETURN_IF_ERROR(SyncDir(temp_dir_));
+  const std::string parent = DirName(final_dir_);
+  if (!PathExists(final_dir_)) {
+    if (::rename(temp_dir_.c_str(), final_dir_.c_str()) != 0) {
+      return ErrnoStatus("rename to " + final_dir_, temp_dir_);
+    }
+    done_ = true;
+    return SyncDir(parent);
+  }
+  // Swap both names in one step; the old directory ends up at temp_dir_.
+  if (::renameat2(AT_FDCWD, temp_dir_.c_str(), AT_FDCWD, final_dir_.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    done_ = true;
+    XLNET_RETURN_IF_ERROR(SyncDir(parent));
+    return RemoveAll(temp_dir_);
+  }
+  if (errno != EINVAL && errno != ENOSYS) {
+    return ErrnoStatus("renameat2(RENAME_EXCHANGE) with " + final_dir_,
+                       temp_dir_);
+  }
+  // Filesystems without RENAME_EXCHANGE: move the old one aside first. A
+  // crash between the two renames leaves both complete copies under hidden
+  // names and no final directory, never a partial one.
+  const std::string aside = TempSibling(final_dir_);
+  if (::rename(final_dir_.c_str(), aside.c_str()) != 0) {
+    return ErrnoStatus("rename aside", final_dir_);
+  }
+  if (::rename(temp_dir_.c_str(), final_dir_.c_str()) != 0) {
+    const absl::Status status = ErrnoStatus("rename to " + final_dir_, temp_dir_);
+    ::rename(aside.c_str(), final_dir_.c_str());
+    return status;
+  }
+  done_ = true;
+  XLNET_RETURN_IF_ERROR(SyncDir(parent));
+  return RemoveAll(aside);
+}
+
+absl::StatusOr<int> CleanStaleTemps(const std::string& parent) {
+  DIR* dir = ::opendir(parent.c_str());
+  if (dir == nullptr) {
+    if (errno == ENOENT) return 0;
+    return ErrnoStatus("opendir", parent);
+  }
+  std::vector<std::string> stale;
+  while (struct dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.size() > 1 && name[0] == '.' &&
+        name.find(".tmp-") != std::string::npos) {
+      stale.push_back(parent + "/" + name);
+    }
+  }
+  ::closedir(dir);
+  for (const auto& path : stale) XLNET_RETURN_IF_ERROR(RemoveAll(path));
+  return static_cast<int>(stale.size());
+}
+
+}  // namespace xlnet

@@ -1,0 +1,66 @@
+// Command-line flags for the xlnet-* tools.
+//
+//   FlagParser flags("xlnet-inspect", "PATH [--config-style flags]");
+//   flags.AddString("config", &config_path, "YAML config file");
+//   flags.AddRepeated("set", &overrides, "override a config key: section.key=value");
+//   XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
+//   if (flags.help_requested()) { std::cout << flags.Help(); return 0; }
+//
+// Accepts `--name value` and `--name=value`; booleans also as bare `--name`.
+// Unknown flags are errors with a close-match suggestion.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace xlnet {
+
+class FlagParser {
+ public:
+  FlagParser(std::string program, std::string usage);
+
+  void AddString(const std::string& name, std::string* value,
+                 const std::string& help);
+  void AddInt(const std::string& name, int64_t* value, const std::string& help);
+  void AddBool(const std::string& name, bool* value, const std::string& help);
+  // May be given many times; values are appended in order.
+  void AddRepeated(const std::string& name, std::vector<std::string>* values,
+                   const std::string& help);
+  // Adds the standard pair: --config FILE and repeated --set k=v.
+  void AddConfigFlags(std::string* config_path,
+                      std::vector<std::string>* overrides);
+
+  // Parses argv[1..]. Non-flag arguments go to positional().
+  absl::Status Parse(int argc, const char* const* argv);
+  bool help_requested() const { return help_requested_; }
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Whether flag `name` was given on the command line.
+  bool WasSet(const std::string& name) const;
+  // "usage: ..." plus one line per flag.
+  std::string Help() const;
+  const std::string& program() const { return program_; }
+
+ private:
+  enum class Kind { kString, kInt, kBool, kRepeated };
+  struct Flag {
+    std::string name;
+    Kind kind;
+    void* value;
+    std::string help;
+    std::string default_text;
+    bool set = false;
+  };
+  Flag* FindFlag(const std::string& name);
+  absl::Status Assign(Flag& flag, const std::string& text);
+
+  std::string program_;
+  std::string usage_;
+  std::vector<Flag> flags_;
+  std::vector<std::string> positional_;
+  bool help_requested_ = false;
+};
+
+}  // namespace xlnet

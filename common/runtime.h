@@ -1,0 +1,30 @@
+// Process-level setup shared by the tools: CPU threads, devices, BLAS.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace xlnet {
+
+// Sets LibTorch's intra-op threads (`threads` 0 = all cores). Debian's
+// LibTorch otherwise starts with one. Returns the count in use.
+int ConfigureThreads(int64_t threads);
+
+// Parses "cpu", "cuda" or "cuda:N" and checks the device is usable in this
+// build (a CPU-only LibTorch refuses "cuda" with a clear error).
+absl::StatusOr<torch::Device> ParseDevice(const std::string& name);
+
+// "fp32" / "bf16" / "fp16" -> dtype.
+absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& name);
+
+// Which BLAS LibTorch calls on this machine, e.g. "OpenBLAS 0.3.21 ... OpenMP"
+// or "reference BLAS (slow: install libopenblas0-openmp)".
+std::string BlasDescription();
+
+// One line describing LibTorch, threads and BLAS, for logs and benchmarks.
+std::string RuntimeSummary();
+
+}  // namespace xlnet

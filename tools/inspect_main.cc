@@ -1,0 +1,45 @@
+// xlnet-inspect: prints what a safetensors file, model directory or YAML
+// config holds.
+#include <iostream>
+
+#include "common/flags.h"
+#include "common/inspect.h"
+#include "common/status.h"
+#include "common/tool_main.h"
+
+namespace {
+
+absl::Status Run(int argc, char** argv) {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  xlnet::FlagParser flags(
+      "xlnet-inspect",
+      "PATH | --config FILE.yaml [--set section.key=value ...]\n\n"
+      "  PATH.safetensors  each tensor's name, dtype, shape and size\n"
+      "  MODEL_DIR         config.json summary and parameter count\n"
+      "  FILE.yaml         the fully resolved, validated config");
+  flags.AddConfigFlags(&config_path, &overrides);
+  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  std::vector<std::string> paths = flags.positional();
+  if (!config_path.empty()) paths.push_back(config_path);
+  if (paths.size() != 1) {
+    return absl::InvalidArgumentError(
+        "expected exactly one PATH or --config FILE; see xlnet-inspect --help");
+  }
+  if (!overrides.empty() && config_path.empty() &&
+      paths[0].find(".yaml") == std::string::npos &&
+      paths[0].find(".yml") == std::string::npos) {
+    return absl::InvalidArgumentError("--set applies only to a YAML config");
+  }
+  return xlnet::InspectPath(paths[0], overrides, std::cout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return xlnet::RunTool("xlnet-inspect", argc, argv, &Run);
+}
