@@ -69,6 +69,9 @@ function(xlnet_add_test name)
     XLNET_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     XLNET_BINARY_DIR="${CMAKE_BINARY_DIR}")
   xlnet_set_compile_options(${name})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT "XLNET_LOG_LEVEL=warning")
+  # One CTest entry per binary: each process pays LibTorch's load time once,
+  # and GoogleTest still reports every case (ctest --output-on-failure).
+  add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "XLNET_LOG_LEVEL=warning" TIMEOUT 900)
 endfunction()

@@ -271,10 +271,15 @@ struct YamlWriter {
     out << YAML::Key << key << YAML::Value << v;
   }
   void operator()(const char* key, const double& v) {
-    std::ostringstream s;
-    s.precision(17);
-    s << v;
-    std::string text = s.str();
+    // The shortest text that reads back as the same double.
+    std::string text;
+    for (int precision = 6; precision <= 17; ++precision) {
+      std::ostringstream s;
+      s.precision(precision);
+      s << v;
+      text = s.str();
+      if (std::stod(text) == v) break;
+    }
     // Keep a float a float when read back.
     if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
     out << YAML::Key << key << YAML::Value << text;
@@ -360,8 +365,8 @@ struct JsonReader {
     if (std::string(key) == "id2label") return;  // a mapping; read below
     if (!ReadJson(root.at(key), &field)) {
       status = absl::InvalidArgumentError(
-          absl::StrCat(source, ": key '", key, "': expected ",
-                       TypeName(&field), ", got ", root.at(key).dump()));
+          absl::StrCat(source, ": key '", key, "': expected ", TypeName(&field),
+                       ", got ", root.at(key).dump()));
     }
   }
 };
@@ -431,7 +436,8 @@ std::string Got(double v) {
 
 std::optional<Problem> CheckModel(const XLNetConfig& m) {
   Checker c("model");
-  c.Check(m.vocab_size > 0, "vocab_size", "must be positive" + Got(m.vocab_size));
+  c.Check(m.vocab_size > 0, "vocab_size",
+          "must be positive" + Got(m.vocab_size));
   c.Check(m.d_model > 0, "d_model", "must be positive" + Got(m.d_model));
   c.Check(m.n_layer > 0, "n_layer", "must be positive" + Got(m.n_layer));
   c.Check(m.n_head > 0, "n_head", "must be positive" + Got(m.n_head));
@@ -462,10 +468,10 @@ std::optional<Problem> CheckModel(const XLNetConfig& m) {
           "must be in [0, 1)" + Got(m.summary_last_dropout));
   c.Check(m.start_n_top > 0, "start_n_top", "must be positive");
   c.Check(m.end_n_top > 0, "end_n_top", "must be positive");
-  for (auto [key, id] : {std::pair<const char*, int64_t>{"pad_token_id",
-                                                          m.pad_token_id},
-                         {"bos_token_id", m.bos_token_id},
-                         {"eos_token_id", m.eos_token_id}}) {
+  for (auto [key, id] :
+       {std::pair<const char*, int64_t>{"pad_token_id", m.pad_token_id},
+        {"bos_token_id", m.bos_token_id},
+        {"eos_token_id", m.eos_token_id}}) {
     c.Check(id >= 0 && id < m.vocab_size, key,
             absl::StrCat("must be a token id in [0, vocab_size=", m.vocab_size,
                          ")", Got(id)));
@@ -486,8 +492,9 @@ std::optional<Problem> CheckData(const DataConfig& d) {
                        d.seq_len - d.reuse_len, ")"));
   c.Check(d.perm_size > 0, "perm_size", "must be positive" + Got(d.perm_size));
   if (d.perm_size > 0) {
-    c.Check(d.reuse_len % d.perm_size == 0, "perm_size",
-            absl::StrCat("must divide reuse_len=", d.reuse_len, Got(d.perm_size)));
+    c.Check(
+        d.reuse_len % d.perm_size == 0, "perm_size",
+        absl::StrCat("must divide reuse_len=", d.reuse_len, Got(d.perm_size)));
     c.Check((d.seq_len - d.reuse_len) % d.perm_size == 0, "perm_size",
             absl::StrCat("must divide seq_len - reuse_len = ",
                          d.seq_len - d.reuse_len, Got(d.perm_size)));
@@ -495,7 +502,8 @@ std::optional<Problem> CheckData(const DataConfig& d) {
   c.Check(d.num_predict > 0 && d.num_predict <= d.seq_len, "num_predict",
           absl::StrCat("must be in [1, seq_len=", d.seq_len, "]",
                        Got(d.num_predict)));
-  c.Check(d.mask_alpha > 0, "mask_alpha", "must be positive" + Got(d.mask_alpha));
+  c.Check(d.mask_alpha > 0, "mask_alpha",
+          "must be positive" + Got(d.mask_alpha));
   c.Check(d.mask_beta > 0, "mask_beta", "must be positive" + Got(d.mask_beta));
   c.Check(d.max_gram >= 1, "max_gram", "must be >= 1" + Got(d.max_gram));
   c.Check(d.prefetch_batches >= 0, "prefetch_batches", "must be >= 0");
@@ -516,7 +524,8 @@ bool IsDevice(const std::string& d) {
 
 std::optional<Problem> CheckTrain(const TrainConfig& t) {
   Checker c("train");
-  c.Check(t.batch_size > 0, "batch_size", "must be positive" + Got(t.batch_size));
+  c.Check(t.batch_size > 0, "batch_size",
+          "must be positive" + Got(t.batch_size));
   c.Check(t.max_steps >= 0, "max_steps", "must be >= 0" + Got(t.max_steps));
   c.Check(t.lr >= 0, "lr", "must be >= 0" + Got(t.lr));
   c.Check(t.warmup_steps >= 0, "warmup_steps", "must be >= 0");
@@ -620,9 +629,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": expected a mapping with sections ",
-        absl::StrJoin(sections, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a mapping with sections ",
+                     absl::StrJoin(sections, ", ")));
   }
 
   // Check sections and keys, remembering where each key was set.
@@ -646,9 +655,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
     for (const auto& kv : section_kv.second) {
       const std::string key = kv.first.as<std::string>();
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            LocationOf(source, kv.first), ": unknown key '", section, ".", key,
-            "'", DidYouMean(key, keys)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(LocationOf(source, kv.first), ": unknown key '",
+                         section, ".", key, "'", DidYouMean(key, keys)));
       }
       locations[absl::StrCat(section, ".", key)] = LocationOf(source, kv.first);
     }
@@ -668,15 +677,15 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
     const std::string value = item.substr(eq + 1);
     if (std::find(sections.begin(), sections.end(), section) ==
         sections.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": unknown section '", section, "'",
-          DidYouMean(section, sections)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unknown section '", section, "'",
+                       DidYouMean(section, sections)));
     }
     const std::vector<std::string> keys = ConfigKeys(section);
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown key '", section, ".", key, "'",
-                       DidYouMean(key, keys)));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key '",
+                                                     section, ".", key, "'",
+                                                     DidYouMean(key, keys)));
     }
     YAML::Node parsed;
     try {
@@ -748,17 +757,17 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
   try {
     root = Json::parse(json_text);
   } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": invalid JSON at byte ", e.byte, ": ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": invalid JSON at byte ", e.byte, ": ", e.what()));
   }
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": expected a JSON object"));
   }
   if (root.contains("model_type") && root["model_type"] != "xlnet") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": model_type is ", root["model_type"].dump(),
-                     ", expected \"xlnet\""));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": model_type is ",
+                                                   root["model_type"].dump(),
+                                                   ", expected \"xlnet\""));
   }
   // Old checkpoints call the vocabulary size n_token.
   if (!root.contains("vocab_size") && root.contains("n_token")) {

@@ -219,13 +219,13 @@ struct Config {
 
 // Parses YAML text. `source` names it in errors (a path). `overrides` are
 // "section.key=value" strings applied on top, in order.
-absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
-                                   const std::string& source,
-                                   const std::vector<std::string>& overrides = {});
+absl::StatusOr<Config> ParseConfig(
+    const std::string& yaml_text, const std::string& source,
+    const std::vector<std::string>& overrides = {});
 
 // Reads and parses a YAML file.
-absl::StatusOr<Config> LoadConfig(const std::string& path,
-                                  const std::vector<std::string>& overrides = {});
+absl::StatusOr<Config> LoadConfig(
+    const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The fully resolved config as YAML (every key, defaults included).
 std::string ConfigToYaml(const Config& config);

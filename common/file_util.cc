@@ -212,7 +212,8 @@ absl::Status AtomicDirWriter::Commit() {
     return ErrnoStatus("rename aside", final_dir_);
   }
   if (::rename(temp_dir_.c_str(), final_dir_.c_str()) != 0) {
-    const absl::Status status = ErrnoStatus("rename to " + final_dir_, temp_dir_);
+    const absl::Status status =
+        ErrnoStatus("rename to " + final_dir_, temp_dir_);
     ::rename(aside.c_str(), final_dir_.c_str());
     return status;
   }

@@ -27,7 +27,8 @@ absl::Status WriteFileAtomic(const std::string& path,
 // `write_fn` writes the whole file to the descriptor.
 absl::Status WriteFileAtomicWith(
     const std::string& path,
-    const std::function<absl::Status(int fd, const std::string& tmp)>& write_fn);
+    const std::function<absl::Status(int fd, const std::string& tmp)>&
+        write_fn);
 
 // Writes all of `size` bytes to `fd`, retrying short writes.
 absl::Status WriteAll(int fd, const void* data, size_t size,

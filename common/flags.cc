@@ -25,8 +25,7 @@ void FlagParser::AddInt(const std::string& name, int64_t* value,
 
 void FlagParser::AddBool(const std::string& name, bool* value,
                          const std::string& help) {
-  flags_.push_back(
-      {name, Kind::kBool, value, help, *value ? "true" : "false"});
+  flags_.push_back({name, Kind::kBool, value, help, *value ? "true" : "false"});
 }
 
 void FlagParser::AddRepeated(const std::string& name,
@@ -119,9 +118,9 @@ absl::Status FlagParser::Parse(int argc, const char* const* argv) {
     }
     Flag* flag = FindFlag(name);
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag --", name, DidYouMean(name, names), "; see ", program_,
-          " --help"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, DidYouMean(name, names),
+                       "; see ", program_, " --help"));
     }
     if (!value) {
       if (flag->kind == Kind::kBool) {

@@ -2,9 +2,9 @@
 //
 //   FlagParser flags("xlnet-inspect", "PATH [--config-style flags]");
 //   flags.AddString("config", &config_path, "YAML config file");
-//   flags.AddRepeated("set", &overrides, "override a config key: section.key=value");
-//   XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-//   if (flags.help_requested()) { std::cout << flags.Help(); return 0; }
+//   flags.AddRepeated("set", &overrides, "override a config key:
+//   section.key=value"); XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv)); if
+//   (flags.help_requested()) { std::cout << flags.Help(); return 0; }
 //
 // Accepts `--name value` and `--name=value`; booleans also as bare `--name`.
 // Unknown flags are errors with a close-match suggestion.

@@ -19,9 +19,11 @@ namespace xlnet {
 absl::Status InspectSafetensors(const std::string& path, std::ostream& out) {
   XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
   size_t name_width = 4;
-  for (const auto& e : file.entries()) name_width = std::max(name_width, e.name.size());
+  for (const auto& e : file.entries())
+    name_width = std::max(name_width, e.name.size());
   out << std::left << std::setw(name_width + 2) << "name" << std::setw(7)
-      << "dtype" << std::setw(22) << "shape" << "bytes\n";
+      << "dtype" << std::setw(22) << "shape"
+      << "bytes\n";
   int64_t total_elems = 0;
   for (const auto& e : file.entries()) {
     out << std::left << std::setw(name_width + 2) << e.name << std::setw(7)
@@ -42,8 +44,8 @@ absl::Status InspectSafetensors(const std::string& path, std::ostream& out) {
 absl::Status InspectModelDir(const std::string& dir, std::ostream& out) {
   const std::string config_path = dir + "/config.json";
   if (!PathExists(config_path)) {
-    return absl::NotFoundError(absl::StrCat(
-        dir, ": not a model directory (no config.json)"));
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": not a model directory (no config.json)"));
   }
   XLNET_ASSIGN_OR_RETURN(XLNetConfig c, ReadModelConfigJson(config_path));
   out << "model directory " << dir << "\n";
@@ -58,7 +60,8 @@ absl::Status InspectModelDir(const std::string& dir, std::ostream& out) {
       << ", untie_r " << (c.untie_r ? "true" : "false") << "\n";
   const std::string weights = dir + "/model.safetensors";
   if (PathExists(weights)) {
-    XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(weights));
+    XLNET_ASSIGN_OR_RETURN(SafetensorsFile file,
+                           SafetensorsFile::Open(weights));
     int64_t params = 0;
     for (const auto& e : file.entries()) params += e.numel();
     out << "  parameters " << WithCommas(params) << " in "
@@ -73,14 +76,16 @@ absl::Status InspectModelDir(const std::string& dir, std::ostream& out) {
   if (DIR* d = ::opendir(dir.c_str())) {
     while (struct dirent* entry = ::readdir(d)) {
       const std::string name = entry->d_name;
-      if (name[0] != '.' && name != "config.json" && name != "model.safetensors") {
+      if (name[0] != '.' && name != "config.json" &&
+          name != "model.safetensors") {
         others.push_back(name);
       }
     }
     ::closedir(d);
   }
   std::sort(others.begin(), others.end());
-  if (!others.empty()) out << "  other files: " << absl::StrJoin(others, ", ") << "\n";
+  if (!others.empty())
+    out << "  other files: " << absl::StrJoin(others, ", ") << "\n";
   return absl::OkStatus();
 }
 
@@ -99,18 +104,21 @@ absl::Status InspectPath(const std::string& path,
   if (absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml")) {
     return InspectConfig(path, overrides, out);
   }
-  if (absl::EndsWith(path, ".safetensors")) return InspectSafetensors(path, out);
+  if (absl::EndsWith(path, ".safetensors"))
+    return InspectSafetensors(path, out);
   if (absl::EndsWith(path, ".json")) {
     XLNET_ASSIGN_OR_RETURN(XLNetConfig c, ReadModelConfigJson(path));
     out << ModelConfigToJson(c);
     return absl::OkStatus();
   }
   if (!PathExists(path)) {
-    return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no such file or directory"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      path, ": don't know how to inspect this (expected a .safetensors file, "
-            "a model directory, a .yaml config or a config.json)"));
+      path,
+      ": don't know how to inspect this (expected a .safetensors file, "
+      "a model directory, a .yaml config or a config.json)"));
 }
 
 }  // namespace xlnet

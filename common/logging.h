@@ -44,9 +44,9 @@ struct LogVoidify {
 #define XLNET_LOG_LEVEL_WARNING ::xlnet::LogLevel::kWarning
 #define XLNET_LOG_LEVEL_ERROR ::xlnet::LogLevel::kError
 
-#define XLOG(level)                                          \
-  (XLNET_LOG_LEVEL_##level < ::xlnet::MinLogLevel())         \
-      ? (void)0                                              \
-      : ::xlnet::LogVoidify() &                              \
+#define XLOG(level)                                                          \
+  (XLNET_LOG_LEVEL_##level < ::xlnet::MinLogLevel())                         \
+      ? (void)0                                                              \
+      : ::xlnet::LogVoidify() &                                              \
             ::xlnet::LogMessage(XLNET_LOG_LEVEL_##level, __FILE__, __LINE__) \
                 .stream()

@@ -1,6 +1,8 @@
 #include "common/runtime.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
 
 #include <thread>
 
@@ -20,8 +22,8 @@ absl::StatusOr<torch::Device> ParseDevice(const std::string& name) {
   try {
     device = torch::Device(name);
   } catch (const std::exception&) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device '", name, "' is not one of cpu, cuda, cuda:N"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", name, "' is not one of cpu, cuda, cuda:N"));
   }
   if (device.is_cuda()) {
     if (!torch::cuda::is_available()) {
@@ -52,22 +54,40 @@ absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& name) {
 }
 
 std::string BlasDescription() {
-  // OpenBLAS exports openblas_get_config; the reference BLAS does not.
-  using ConfigFn = const char* (*)();
-  auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  if (fn != nullptr) return absl::StrCat("OpenBLAS (", fn(), ")");
-  if (dlsym(RTLD_DEFAULT, "mkl_get_version") != nullptr) return "MKL";
-  return "no OpenBLAS found (reference BLAS is many times slower: install "
-         "libopenblas0-openmp)";
+  // LibTorch calls sgemm_ through libblas.so.3, which Debian's alternatives
+  // point at OpenBLAS or the (many times slower) reference BLAS. Report the
+  // library that really provides the symbol.
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info info;
+  std::string provider = "unknown";
+  if (sgemm != nullptr && dladdr(sgemm, &info) != 0 && info.dli_fname) {
+    char resolved[PATH_MAX];
+    provider = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+  }
+  std::string kind;
+  if (provider.find("openblas") != std::string::npos) {
+    using ParallelFn = int (*)();
+    auto parallel = reinterpret_cast<ParallelFn>(
+        dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    const int mode = parallel != nullptr ? parallel() : -1;
+    kind = mode == 2   ? "OpenBLAS (OpenMP)"
+           : mode == 1 ? "OpenBLAS (pthreads)"
+                       : "OpenBLAS";
+  } else if (provider.find("mkl") != std::string::npos) {
+    kind = "MKL";
+  } else {
+    kind = "reference BLAS? (slow: install libopenblas0-openmp)";
+  }
+  return absl::StrCat(kind, ", sgemm from ", provider);
 }
 
 std::string RuntimeSummary() {
-  return absl::StrCat("LibTorch ", TORCH_VERSION, ", ", torch::get_num_threads(),
-                      " threads, BLAS: ", BlasDescription(),
-                      torch::cuda::is_available()
-                          ? absl::StrCat(", CUDA devices: ",
-                                         torch::cuda::device_count())
-                          : ", CUDA: not available");
+  return absl::StrCat(
+      "LibTorch ", TORCH_VERSION, ", ", torch::get_num_threads(),
+      " threads, BLAS: ", BlasDescription(),
+      torch::cuda::is_available()
+          ? absl::StrCat(", CUDA devices: ", torch::cuda::device_count())
+          : ", CUDA: not available");
 }
 
 }  // namespace xlnet

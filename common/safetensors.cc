@@ -70,9 +70,8 @@ absl::StatusOr<std::string> TorchDtypeToSafetensors(torch::ScalarType dtype) {
   for (const auto& d : kDtypes) {
     if (dtype == d.type) return std::string(d.name);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("torch dtype ", c10::toString(dtype),
-                   " has no safetensors equivalent"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "torch dtype ", c10::toString(dtype), " has no safetensors equivalent"));
 }
 
 absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
@@ -82,8 +81,8 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
   try {
     root = Json::parse(header_json);
   } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": header is not valid JSON (byte ", e.byte, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": header is not valid JSON (byte ", e.byte, ")"));
   }
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
@@ -112,13 +111,14 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
     }
     if (!value.is_object() || !value.contains("dtype") ||
         !value.contains("shape") || !value.contains("data_offsets")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": entry needs dtype, shape and data_offsets"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": entry needs dtype, shape and data_offsets"));
     }
     SafetensorsEntry entry;
     entry.name = name;
     if (!value["dtype"].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": dtype is not a string"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": dtype is not a string"));
     }
     entry.dtype = value["dtype"].get<std::string>();
     const int elem = SafetensorsDtypeSize(entry.dtype);
@@ -128,19 +128,22 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
     }
     const Json& shape = value["shape"];
     if (!shape.is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": shape is not a list"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": shape is not a list"));
     }
     // numel with overflow checks: every dimension and the product must fit.
     uint64_t numel = 1;
     for (const auto& d : shape) {
-      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": shape has a non-integer or negative dimension ",
-                         d.dump()));
+      if (!d.is_number_unsigned() &&
+          !(d.is_number_integer() && d.get<int64_t>() >= 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": shape has a non-integer or negative dimension ",
+            d.dump()));
       }
       const uint64_t dim = d.get<uint64_t>();
       if (dim > (1ull << 62) || (dim != 0 && numel > (1ull << 62) / dim)) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": shape too large"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": shape too large"));
       }
       numel *= dim;
       entry.shape.push_back(static_cast<int64_t>(dim));
@@ -154,16 +157,16 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
     entry.begin = offsets[0].get<uint64_t>();
     entry.end = offsets[1].get<uint64_t>();
     if (entry.begin > entry.end || entry.end > data_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": data_offsets [", entry.begin, ", ", entry.end,
-          "] outside the data section of ", data_size, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": data_offsets [", entry.begin, ", ", entry.end,
+                       "] outside the data section of ", data_size, " bytes"));
     }
     if (numel > (1ull << 62) / static_cast<uint64_t>(elem) ||
         numel * elem != entry.end - entry.begin) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", entry.dtype, " ", ShapeString(entry.shape), " needs ",
-          numel * elem, " bytes but data_offsets span ",
-          entry.end - entry.begin));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", entry.dtype, " ", ShapeString(entry.shape),
+                       " needs ", numel * elem, " bytes but data_offsets span ",
+                       entry.end - entry.begin));
     }
     entries.push_back(std::move(entry));
   }
@@ -179,9 +182,9 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
           "starts at ", e.begin, ", previous ends at ", cursor, ")"));
     }
     if (e.begin > cursor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": unused bytes [", cursor, ", ", e.begin,
-          ") before tensor '", e.name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": unused bytes [", cursor, ", ", e.begin,
+                       ") before tensor '", e.name, "'"));
     }
     cursor = e.end;
   }
@@ -211,14 +214,15 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": truncated safetensors file (", size,
-        " bytes; the 8-byte header length alone is missing)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": truncated safetensors file (", size,
+                     " bytes; the 8-byte header length alone is missing)"));
   }
   auto mapping = std::make_shared<Mapping>();
   mapping->size = size;
@@ -229,15 +233,16 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
         absl::StrCat(path, ": mmap failed: ", std::strerror(errno)));
   }
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | mapping->bytes()[i];
+  for (int i = 7; i >= 0; --i)
+    header_len = (header_len << 8) | mapping->bytes()[i];
   if (header_len > kMaxHeaderBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": header length ", header_len, " exceeds the 100 MiB limit"));
   }
   if (header_len > size - 8) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": truncated file: header length ", header_len,
-        " runs past the end of the file (", size, " bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": truncated file: header length ", header_len,
+                     " runs past the end of the file (", size, " bytes)"));
   }
   const std::string header(reinterpret_cast<const char*>(mapping->bytes() + 8),
                            header_len);
@@ -272,7 +277,8 @@ absl::StatusOr<torch::Tensor> SafetensorsFile::Load(
   }
   XLNET_ASSIGN_OR_RETURN(torch::ScalarType type,
                          SafetensorsDtypeToTorch(entry->dtype));
-  torch::Tensor out = torch::empty(entry->shape, torch::TensorOptions().dtype(type));
+  torch::Tensor out =
+      torch::empty(entry->shape, torch::TensorOptions().dtype(type));
   const size_t bytes = entry->end - entry->begin;
   if (bytes > 0) {
     std::memcpy(out.data_ptr(), mapping_->bytes() + data_offset_ + entry->begin,
@@ -325,7 +331,8 @@ absl::Status WriteSafetensors(
     XLNET_ASSIGN_OR_RETURN(std::string dtype,
                            TorchDtypeToSafetensors(tensor.scalar_type()));
     torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(cpu.numel()) * cpu.element_size();
+    const uint64_t bytes =
+        static_cast<uint64_t>(cpu.numel()) * cpu.element_size();
     header[name] = {{"dtype", dtype},
                     {"shape", cpu.sizes().vec()},
                     {"data_offsets", {offset, offset + bytes}}};
@@ -340,7 +347,8 @@ absl::Status WriteSafetensors(
     uint64_t n = header_text.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
     XLNET_RETURN_IF_ERROR(WriteAll(fd, len, 8, tmp));
-    XLNET_RETURN_IF_ERROR(WriteAll(fd, header_text.data(), header_text.size(), tmp));
+    XLNET_RETURN_IF_ERROR(
+        WriteAll(fd, header_text.data(), header_text.size(), tmp));
     for (const auto& t : data) {
       XLNET_RETURN_IF_ERROR(
           WriteAll(fd, t.data_ptr(), t.numel() * t.element_size(), tmp));

@@ -21,10 +21,10 @@
 #define XLNET_STATUS_CONCAT_(a, b) XLNET_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the caller if not OK.
-#define XLNET_RETURN_IF_ERROR(expr)                     \
-  do {                                                  \
-    ::absl::Status xlnet_status_ = (expr);              \
-    if (!xlnet_status_.ok()) return xlnet_status_;      \
+#define XLNET_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status xlnet_status_ = (expr);         \
+    if (!xlnet_status_.ok()) return xlnet_status_; \
   } while (0)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status from

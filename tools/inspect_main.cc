@@ -4,6 +4,7 @@
 
 #include "common/flags.h"
 #include "common/inspect.h"
+#include "common/runtime.h"
 #include "common/status.h"
 #include "common/tool_main.h"
 
@@ -18,10 +19,19 @@ absl::Status Run(int argc, char** argv) {
       "  PATH.safetensors  each tensor's name, dtype, shape and size\n"
       "  MODEL_DIR         config.json summary and parameter count\n"
       "  FILE.yaml         the fully resolved, validated config");
+  bool runtime = false;
   flags.AddConfigFlags(&config_path, &overrides);
+  flags.AddBool(
+      "runtime", &runtime,
+      "print LibTorch version, threads and the BLAS in use, then exit");
   XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
   if (flags.help_requested()) {
     std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  if (runtime) {
+    xlnet::ConfigureThreads(0);
+    std::cout << xlnet::RuntimeSummary() << "\n";
     return absl::OkStatus();
   }
   std::vector<std::string> paths = flags.positional();

@@ -1,0 +1,63 @@
+// Helpers shared by every test suite: a scratch directory and a way to run
+// the real command-line tools.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "common/file_util.h"
+
+namespace xlnet::testing {
+
+// A fresh directory under /tmp, removed (with its contents) on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/xlnet_test_XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = tmpl;
+  }
+  ~TempDir() { RemoveAll(path_).IgnoreError(); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string Join(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1 if it did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` with /bin/sh, capturing stdout and stderr.
+inline CommandResult RunCommand(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// Path of a built tool: ToolPath("inspect") -> build/bin/xlnet-inspect.
+inline std::string ToolPath(const std::string& verb) {
+  return std::string(XLNET_BINARY_DIR) + "/bin/xlnet-" + verb;
+}
+
+// Path of a file in the source tree: SourcePath("configs/tiny.yaml").
+inline std::string SourcePath(const std::string& relative) {
+  return std::string(XLNET_SOURCE_DIR) + "/" + relative;
+}
+
+}  // namespace xlnet::testing
