@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -735,6 +736,10 @@ std::string ConfigToYaml(const Config& config) {
   });
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+absl::Status WriteConfigYaml(const Config& config, const std::string& path) {
+  return WriteFileAtomic(path, ConfigToYaml(config));
 }
 
 absl::Status ValidateConfig(const Config& config) {

@@ -230,6 +230,10 @@ absl::StatusOr<Config> LoadConfig(
 // The fully resolved config as YAML (every key, defaults included).
 std::string ConfigToYaml(const Config& config);
 
+// Writes the fully resolved config (ConfigToYaml) to `path` atomically; every
+// run directory gets one as config.yaml.
+absl::Status WriteConfigYaml(const Config& config, const std::string& path);
+
 // Checks ranges and cross-field constraints; errors name the key.
 absl::Status ValidateConfig(const Config& config);
 

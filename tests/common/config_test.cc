@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/file_util.h"
+#include "tests/test_util.h"
 
 namespace xlnet {
 namespace {
@@ -164,6 +165,18 @@ TEST(ConfigTest, YamlRoundTrip) {
   EXPECT_EQ(again->model.reuse_len, 7);
   EXPECT_DOUBLE_EQ(again->train.lr, 0.00025);
   EXPECT_EQ(again->model.id2label, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ConfigTest, WriteConfigYamlReadsBack) {
+  testing::TempDir tmp;
+  auto config = ParseConfig("train:\n  lr: 0.125\n", "w.yaml", {"model.n_layer=3"});
+  ASSERT_TRUE(config.ok());
+  const std::string path = tmp.Join("config.yaml");
+  ASSERT_TRUE(WriteConfigYaml(*config, path).ok());
+  auto again = LoadConfig(path);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->model.n_layer, 3);
+  EXPECT_DOUBLE_EQ(again->train.lr, 0.125);
 }
 
 TEST(ConfigTest, ModelJsonRoundTripAndHfFile) {
