@@ -70,10 +70,10 @@ absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
   }
   const int version = root["format_version"].get<int>();
   if (version < 1 || version > max_version) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": format_version ", version, " of '", kind,
-        "' is not readable by this build (reads 1..", max_version,
-        "); use a newer xlnet.cpp"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": format_version ", version, " of '", kind,
+                     "' is not readable by this build (reads 1..", max_version,
+                     "); use a newer xlnet.cpp"));
   }
   return root;
 }

@@ -33,7 +33,8 @@ inline constexpr char kWeightsFile[] = "model.safetensors";
 absl::Status WriteModelDir(
     const std::string& dir, const XLNetConfig& config,
     const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
-    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra = {});
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
+        {});
 
 struct ModelDir {
   std::string path;

@@ -12,6 +12,7 @@ PACKAGES=(
   libyaml-cpp-dev            # configs
   nlohmann-json3-dev         # safetensors headers, config.json, manifests
   libgtest-dev               # tests
+  zlib1g-dev                 # CRC-32 checksums of checkpoints
   libopenblas0-openmp        # fast BLAS for LibTorch (5-11x the reference BLAS)
 )
 

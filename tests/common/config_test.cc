@@ -169,7 +169,8 @@ TEST(ConfigTest, YamlRoundTrip) {
 
 TEST(ConfigTest, WriteConfigYamlReadsBack) {
   testing::TempDir tmp;
-  auto config = ParseConfig("train:\n  lr: 0.125\n", "w.yaml", {"model.n_layer=3"});
+  auto config =
+      ParseConfig("train:\n  lr: 0.125\n", "w.yaml", {"model.n_layer=3"});
   ASSERT_TRUE(config.ok());
   const std::string path = tmp.Join("config.yaml");
   ASSERT_TRUE(WriteConfigYaml(*config, path).ok());

@@ -13,7 +13,6 @@ namespace {
 
 class FileUtilTest : public ::testing::Test {
  protected:
-
   // Writes a complete "model directory" with two files holding `tag`.
   absl::Status WriteModelDir(const std::string& path, const std::string& tag) {
     auto writer = AtomicDirWriter::Begin(path);

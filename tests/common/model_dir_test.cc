@@ -21,8 +21,8 @@ TEST(ModelDirTest, WriteReadRoundTripWithStateFiles) {
       {"lm_loss.bias", torch::randn({50})}};
   const std::string dir = tmp.Join("ckpt/step_10");
   ASSERT_TRUE(WriteModelDir(dir, config, tensors, [](const AtomicDirWriter& w) {
-                return WriteStateJson(w.Path("trainer_state.json"), "trainer_state",
-                                      1, {{"step", 10}});
+                return WriteStateJson(w.Path("trainer_state.json"),
+                                      "trainer_state", 1, {{"step", 10}});
               }).ok());
   auto loaded = ReadModelDir(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -38,7 +38,10 @@ TEST(ModelDirTest, WriteReadRoundTripWithStateFiles) {
 
 TEST(ModelDirTest, ClearErrors) {
   testing::TempDir tmp;
-  EXPECT_NE(ReadModelDir(tmp.Join("none")).status().message().find("no such directory"),
+  EXPECT_NE(ReadModelDir(tmp.Join("none"))
+                .status()
+                .message()
+                .find("no such directory"),
             std::string::npos);
   EXPECT_NE(ReadModelDir(tmp.path()).status().message().find("no config.json"),
             std::string::npos);
@@ -52,7 +55,8 @@ TEST(ModelDirTest, ClearErrors) {
   ASSERT_TRUE(WriteStateJson(state, "trainer_state", 3, {}).ok());
   auto newer = ReadStateJson(state, "trainer_state", 2);
   EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(newer.status().message().find("format_version 3"), std::string::npos);
+  EXPECT_NE(newer.status().message().find("format_version 3"),
+            std::string::npos);
   EXPECT_FALSE(ReadStateJson(state, "optimizer", 3).ok());
   ASSERT_TRUE(WriteFileAtomic(state, "{\"format\": ").ok());
   EXPECT_EQ(ReadStateJson(state, "trainer_state", 3).status().code(),

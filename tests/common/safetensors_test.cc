@@ -14,7 +14,6 @@ namespace {
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-
   // Writes a raw file: 8-byte length, header text, `data_bytes` zero bytes.
   std::string WriteRaw(const std::string& name, const std::string& header,
                        size_t data_bytes, int64_t claimed_len = -1) {
