@@ -13,6 +13,7 @@ PACKAGES=(
   nlohmann-json3-dev         # safetensors headers, config.json, manifests
   libgtest-dev               # tests
   zlib1g-dev                 # CRC-32 checksums of checkpoints
+  libgloo-dev                # headers for c10d's Gloo backend (CPU data parallel)
   libopenblas0-openmp        # fast BLAS for LibTorch (5-11x the reference BLAS)
 )
 
