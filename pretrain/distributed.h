@@ -8,6 +8,7 @@
 #pragma once
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <memory>
@@ -20,6 +21,14 @@
 #include "pretrain/optimizer.h"
 
 namespace xlnet {
+
+// The class c10d's Gloo/NCCL implementations derive from: ProcessGroup in
+// LibTorch 1.x, Backend in 2.x (same collective signatures).
+#if TORCH_VERSION_MAJOR >= 2
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
 
 struct DistEnv {
   int rank = 0;
@@ -64,7 +73,7 @@ class ProcessGroup {
  private:
   ProcessGroup() = default;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<C10dBackend> pg_;
   std::string backend_;
   int rank_ = 0;
   int world_size_ = 1;
