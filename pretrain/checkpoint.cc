@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -116,6 +117,18 @@ absl::Status CheckpointManager::Save(int64_t step,
         }
         for (const auto& [name, text] : contents.text_files) {
           XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), text));
+        }
+        if (!contents.moved_files_dir.empty() &&
+            IsDirectory(contents.moved_files_dir)) {
+          XLNET_ASSIGN_OR_RETURN(std::vector<std::string> staged,
+                                 ListFiles(contents.moved_files_dir));
+          for (const auto& name : staged) {
+            const std::string from = contents.moved_files_dir + "/" + name;
+            if (::rename(from.c_str(), writer.Path(name).c_str()) != 0) {
+              return absl::InternalError(
+                  absl::StrCat(from, ": cannot move into ", writer.temp_dir()));
+            }
+          }
         }
         return WriteChecksums(writer.temp_dir());
       }));

@@ -26,6 +26,9 @@ struct CheckpointContents {
   std::map<std::string, NamedTensors> tensor_files;
   // Other files verbatim: file name (e.g. "config.yaml") -> contents.
   std::map<std::string, std::string> text_files;
+  // A directory whose files (other ranks' state) are moved into the
+  // checkpoint; "" for none.
+  std::string moved_files_dir;
 };
 
 // CRC-32 (zlib polynomial) of a file, streamed.

@@ -1,0 +1,361 @@
+#include "pretrain/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace xlnet {
+namespace {
+
+constexpr int kTrainerStateVersion = 1;
+constexpr char kTrainerStateFile[] = "trainer_state.json";
+constexpr char kOptimizerFile[] = "optimizer.safetensors";
+
+std::atomic<bool> g_stop_requested{false};
+
+void OnStopSignal(int) { g_stop_requested = true; }
+
+std::string RngFile(int rank) {
+  return absl::StrCat("rng.rank", rank, ".safetensors");
+}
+
+torch::Tensor CpuRngState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void SetCpuRngState(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(seconds);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+}  // namespace
+
+void InstallStopSignalHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+void RequestStop() { g_stop_requested = true; }
+void ClearStopRequest() { g_stop_requested = false; }
+
+Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
+    : options_(std::move(options)),
+      unit_(unit),
+      group_(group),
+      checkpoints_(options_.run_dir, options_.train.keep_checkpoints) {
+  params_ = unit_->Parameters();
+  optimizer_ = std::make_unique<AdamW>(params_, options_.train);
+  if (group_ != nullptr && group_->world_size() > 1) {
+    reducer_ = std::make_unique<GradientReducer>(group_, params_);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+int Trainer::rank() const { return group_ ? group_->rank() : 0; }
+int Trainer::world_size() const { return group_ ? group_->world_size() : 1; }
+
+absl::Status Trainer::AppendMetrics(const std::string& line) {
+  if (rank() != 0) return absl::OkStatus();
+  const std::string path = options_.run_dir + "/metrics.jsonl";
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  out.flush();
+  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
+  // A run that died after its last checkpoint logged steps that the resumed
+  // run repeats; drop them so metrics.jsonl has each step once.
+  const std::string path = options_.run_dir + "/metrics.jsonl";
+  if (rank() != 0 || !PathExists(path)) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::istringstream in(text);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("step") && j["step"].get<int64_t>() > step) continue;
+    } catch (const std::exception&) {
+      continue;  // a torn last line from a crash
+    }
+    kept += line + "\n";
+  }
+  return WriteFileAtomic(path, kept);
+}
+
+absl::Status Trainer::Save(int64_t step) {
+  std::map<std::string, NamedTensors> files;
+  XLNET_RETURN_IF_ERROR(unit_->SaveUnitState(rank(), &files));
+  files[RngFile(rank())] = {{"cpu", CpuRngState()}};
+  const std::string staging =
+      absl::StrCat(checkpoints_.checkpoints_dir(), "/.staging_step_", step);
+  if (rank() != 0) {
+    // Other ranks hand their state to rank 0 through the run directory
+    // (a filesystem shared by all ranks, as for any multi-node checkpoint).
+    XLNET_RETURN_IF_ERROR(MakeDirs(staging));
+    for (const auto& [name, tensors] : files) {
+      XLNET_RETURN_IF_ERROR(WriteSafetensors(staging + "/" + name, tensors));
+    }
+  }
+  if (group_ && world_size() > 1) group_->Barrier();
+  if (rank() == 0) {
+    CheckpointContents contents;
+    contents.model = unit_->StateDict();
+    contents.tensor_files = std::move(files);
+    contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
+    contents.text_files["config.yaml"] = options_.config_yaml;
+    nlohmann::json state = {{"step", step},
+                            {"skipped_steps", skipped_},
+                            {"world_size", world_size()}};
+    state["format"] = "trainer_state";
+    state["format_version"] = kTrainerStateVersion;
+    contents.text_files[kTrainerStateFile] = state.dump(2) + "\n";
+    contents.moved_files_dir = staging;
+    XLNET_RETURN_IF_ERROR(
+        checkpoints_.Save(step, unit_->ModelConfig(), contents));
+    XLNET_RETURN_IF_ERROR(RemoveAll(staging));
+    XLOG(INFO) << "saved checkpoint " << checkpoints_.StepDir(step);
+  }
+  if (group_ && world_size() > 1) group_->Barrier();
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Restore(const std::string& dir) {
+  XLNET_RETURN_IF_ERROR(VerifyChecksums(dir));
+  XLNET_ASSIGN_OR_RETURN(nlohmann::json state,
+                         ReadStateJson(dir + "/" + kTrainerStateFile,
+                                       "trainer_state", kTrainerStateVersion));
+  XLNET_ASSIGN_OR_RETURN(ModelDir model, ReadModelDir(dir));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : unit_->StateDict()) {
+      XLNET_ASSIGN_OR_RETURN(torch::Tensor saved, model.weights.Load(name));
+      if (saved.sizes() != tensor.sizes()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            dir, ": ", name, " has shape ", c10::str(saved.sizes()),
+            " but the model has ", c10::str(tensor.sizes())));
+      }
+      tensor.copy_(saved);
+    }
+  }
+  XLNET_ASSIGN_OR_RETURN(SafetensorsFile optimizer,
+                         SafetensorsFile::Open(dir + "/" + kOptimizerFile));
+  XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
+  step_ = state["step"].get<int64_t>();
+  skipped_ = state.value("skipped_steps", int64_t{0});
+  const std::string rng = dir + "/" + RngFile(rank());
+  if (PathExists(rng)) {
+    XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(rng));
+    XLNET_ASSIGN_OR_RETURN(torch::Tensor cpu, file.Load("cpu"));
+    SetCpuRngState(cpu);
+  } else {
+    XLOG(WARNING)
+        << dir << " has no RNG state for rank " << rank()
+        << " (different world size); dropout continues from a fresh stream";
+  }
+  XLNET_RETURN_IF_ERROR(unit_->LoadUnitState(dir, rank()));
+  XLOG(INFO) << "resumed from " << dir << " at step " << step_;
+  return TruncateMetricsAfter(step_);
+}
+
+absl::StatusOr<TrainResult> Trainer::Run() {
+  const TrainConfig& train = options_.train;
+  XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
+  if (rank() == 0) {
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.yaml",
+                                          options_.config_yaml));
+  }
+  if (group_ && world_size() > 1) {
+    XLNET_RETURN_IF_ERROR(
+        group_->CheckSameOnAllRanks("config", options_.config_yaml));
+    // Every rank starts from rank 0's weights.
+    XLNET_RETURN_IF_ERROR(CatchExceptions("broadcasting parameters", [&]() {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, tensor] : unit_->StateDict()) {
+        std::vector<torch::Tensor> t = {tensor};
+        group_->Broadcast(t, 0);
+      }
+      return absl::OkStatus();
+    }));
+  }
+  if (options_.resume == "latest") {
+    if (auto dir = checkpoints_.LatestValid())
+      XLNET_RETURN_IF_ERROR(Restore(*dir));
+  } else if (!options_.resume.empty()) {
+    XLNET_RETURN_IF_ERROR(Restore(options_.resume));
+  }
+
+  TrainResult result;
+  int64_t bad_in_a_row = 0;
+  int64_t last_saved = -1;
+  const int64_t accum = train.grad_accum_steps;
+  const auto run_start = std::chrono::steady_clock::now();
+  const int64_t start_step = step_;
+  double window_tokens = 0, window_seconds = 0;
+  unit_->SetTraining(true);
+  while (step_ < train.max_steps) {
+    const auto step_start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t tokens = 0;
+    std::map<std::string, double> metrics;
+    XLNET_RETURN_IF_ERROR(
+        CatchExceptions(absl::StrCat("step ", step_ + 1), [&]() {
+          for (int64_t micro = 0; micro < accum; ++micro) {
+            if (reducer_) reducer_->Prepare(/*sync=*/micro == accum - 1);
+            StepOutput out = unit_->TrainStep();
+            TORCH_CHECK(out.loss.defined() && out.loss.numel() == 1,
+                        "TrainStep must return a scalar loss");
+            (out.loss / static_cast<double>(accum)).backward();
+            loss_sum += out.loss.item<double>() / accum;
+            tokens += out.tokens;
+            for (const auto& [k, v] : out.metrics) metrics[k] += v / accum;
+          }
+          if (reducer_) reducer_->Finish();
+          return absl::OkStatus();
+        }));
+    const double grad_norm = ClipGradNorm(params_, train.clip);
+    const double lr = ScheduledLearningRate(train, step_);
+    const bool finite = std::isfinite(grad_norm) && std::isfinite(loss_sum);
+    if (finite) {
+      optimizer_->Step(lr);
+      bad_in_a_row = 0;
+    } else {
+      ++skipped_;
+      ++bad_in_a_row;
+      XLOG(WARNING) << "step " << step_ + 1
+                    << ": non-finite loss or gradient (loss " << loss_sum
+                    << ", grad norm " << grad_norm << "); step skipped ("
+                    << bad_in_a_row << " in a row)";
+    }
+    optimizer_->ZeroGrad();
+    ++step_;
+
+    // One small collective per step: the mean loss and tokens for the log,
+    // and whether any rank was asked to stop (so all stop at the same step).
+    double global_loss = loss_sum;
+    int64_t global_tokens = tokens;
+    bool stop = g_stop_requested.load();
+    if (group_ && world_size() > 1) {
+      XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
+        std::vector<torch::Tensor> t = {torch::tensor(
+            {loss_sum, static_cast<double>(tokens), stop ? 1.0 : 0.0},
+            torch::kFloat64)};
+        group_->AllReduceSum(t);
+        global_loss = t[0][0].item<double>() / world_size();
+        global_tokens = static_cast<int64_t>(t[0][1].item<double>());
+        stop = t[0][2].item<double>() > 0;
+        return absl::OkStatus();
+      }));
+    }
+    result.last_loss = global_loss;
+    const double step_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      step_start)
+            .count();
+    window_tokens += global_tokens;
+    window_seconds += step_seconds;
+
+    if (step_ % train.log_steps == 0 || step_ == train.max_steps) {
+      const double tokens_per_sec =
+          window_seconds > 0 ? window_tokens / window_seconds : 0;
+      const double elapsed = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - run_start)
+                                 .count();
+      const double eta = elapsed / std::max<int64_t>(1, step_ - start_step) *
+                         (train.max_steps - step_);
+      nlohmann::json line = {{"step", step_},
+                             {"loss", global_loss},
+                             {"lr", lr},
+                             {"grad_norm", grad_norm},
+                             {"tokens_per_sec", tokens_per_sec}};
+      for (const auto& [k, v] : metrics) line[k] = v;
+      if (skipped_ > 0) line["skipped_steps"] = skipped_;
+      XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+      if (options_.progress && rank() == 0) {
+        XLOG(INFO) << absl::StrFormat(
+            "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | "
+            "ETA %s",
+            step_, train.max_steps, global_loss, lr, grad_norm,
+            WithCommas(static_cast<int64_t>(tokens_per_sec)),
+            FormatDuration(eta));
+      }
+      window_tokens = window_seconds = 0;
+    }
+
+    if (bad_in_a_row >= train.max_bad_steps) {
+      XLNET_RETURN_IF_ERROR(Save(step_));
+      return absl::InternalError(absl::StrCat(
+          bad_in_a_row, " non-finite steps in a row (train.max_bad_steps=",
+          train.max_bad_steps, "); stopped at step ", step_, " and saved ",
+          checkpoints_.StepDir(step_),
+          ". Lower train.lr, check the data, or use train.dtype=fp32."));
+    }
+    if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
+      unit_->SetTraining(false);
+      std::map<std::string, double> eval;
+      {
+        torch::NoGradGuard no_grad;
+        eval = unit_->Evaluate();
+      }
+      unit_->SetTraining(true);
+      if (!eval.empty()) {
+        nlohmann::json line = {{"step", step_}};
+        std::string text;
+        for (const auto& [k, v] : eval) {
+          line["eval_" + k] = v;
+          absl::StrAppend(&text, " eval_", k, " ", absl::StrFormat("%.4f", v));
+        }
+        XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+        if (rank() == 0) XLOG(INFO) << "step " << step_ << ":" << text;
+      }
+    }
+    if (stop) {
+      XLOG(INFO) << "stop requested: saving at step " << step_;
+      XLNET_RETURN_IF_ERROR(Save(step_));
+      last_saved = step_;
+      result.interrupted = true;
+      break;
+    }
+    if (train.save_steps > 0 && step_ % train.save_steps == 0) {
+      XLNET_RETURN_IF_ERROR(Save(step_));
+      last_saved = step_;
+    }
+  }
+  if (last_saved != step_) XLNET_RETURN_IF_ERROR(Save(step_));
+  result.steps = step_;
+  result.skipped_steps = skipped_;
+  result.last_checkpoint = checkpoints_.StepDir(step_);
+  return result;
+}
+
+}  // namespace xlnet

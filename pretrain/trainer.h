@@ -1,0 +1,116 @@
+// The one training loop, shared by pretraining and fine-tuning. A task
+// supplies a TrainUnit ("batch -> loss"); the Trainer owns everything else:
+// accumulation, gradient averaging over ranks, clipping, the schedule, AdamW,
+// skipping non-finite steps, logging, evaluation, checkpoints and signals.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/config.h"
+#include "pretrain/checkpoint.h"
+#include "pretrain/distributed.h"
+#include "pretrain/optimizer.h"
+
+namespace xlnet {
+
+// What one micro-batch produced.
+struct StepOutput {
+  // Scalar loss to minimise (the trainer divides by grad_accum_steps).
+  torch::Tensor loss;
+  // Tokens this micro-batch processed (for tokens/s).
+  int64_t tokens = 0;
+  // Extra numbers to log (e.g. "accuracy"), averaged over micro-batches.
+  std::map<std::string, double> metrics;
+};
+
+class TrainUnit {
+ public:
+  virtual ~TrainUnit() = default;
+  // Trainable parameters under their HuggingFace names.
+  virtual NamedTensors Parameters() = 0;
+  // All tensors saved as model.safetensors (parameters and buffers).
+  virtual NamedTensors StateDict() = 0;
+  // The model config written as config.json.
+  virtual XLNetConfig ModelConfig() = 0;
+  // Sets train/eval mode.
+  virtual void SetTraining(bool training) = 0;
+  // Fetches this rank's next micro-batch and computes its loss.
+  virtual StepOutput TrainStep() = 0;
+  // Held-out evaluation; keys are logged with an "eval_" prefix.
+  virtual std::map<std::string, double> Evaluate() { return {}; }
+  // Unit state beyond the weights (data position, memory, ...): tensors
+  // added to `files` (file name -> tensors) for this rank; LoadUnitState gets
+  // the checkpoint directory back.
+  virtual absl::Status SaveUnitState(
+      int rank, std::map<std::string, NamedTensors>* files) {
+    return absl::OkStatus();
+  }
+  virtual absl::Status LoadUnitState(const std::string& dir, int rank) {
+    return absl::OkStatus();
+  }
+};
+
+struct TrainerOptions {
+  TrainConfig train;
+  // The resolved config, written to RUN/config.yaml and every checkpoint.
+  std::string config_yaml;
+  // The run directory (metrics.jsonl, checkpoints/).
+  std::string run_dir;
+  // Resume from: "" (fresh), "latest" (newest valid checkpoint in run_dir,
+  // fresh if none) or a checkpoint directory.
+  std::string resume;
+  // Print a progress line every log_steps (rank 0).
+  bool progress = true;
+};
+
+struct TrainResult {
+  int64_t steps = 0;          // optimizer steps completed (total)
+  int64_t skipped_steps = 0;  // non-finite steps skipped
+  bool interrupted = false;   // stopped by SIGTERM/SIGINT
+  double last_loss = 0;
+  std::string last_checkpoint;
+};
+
+// Installs SIGTERM/SIGINT handlers that ask running trainers to stop after
+// the current step (saving a checkpoint). Idempotent.
+void InstallStopSignalHandlers();
+// Requests a stop as a signal would (tests, embedding applications).
+void RequestStop();
+void ClearStopRequest();
+
+class Trainer {
+ public:
+  // `group` may be null (one process). The unit must outlive the trainer.
+  Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group);
+  ~Trainer();
+
+  // Runs until train.max_steps or a stop request; saves at save_steps, at
+  // the end and on stop. Errors (I/O, collectives, too many non-finite
+  // steps) come back as a status; a checkpoint is written first when possible.
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  absl::Status Restore(const std::string& dir);
+  absl::Status Save(int64_t step);
+  absl::Status AppendMetrics(const std::string& json_line);
+  absl::Status TruncateMetricsAfter(int64_t step);
+  int rank() const;
+  int world_size() const;
+
+  TrainerOptions options_;
+  TrainUnit* unit_;
+  ProcessGroup* group_;
+  NamedTensors params_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GradientReducer> reducer_;
+  CheckpointManager checkpoints_;
+  int64_t step_ = 0;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace xlnet

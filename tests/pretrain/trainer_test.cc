@@ -1,0 +1,248 @@
+// The trainer on a small regression unit: its loop, accumulation, resume,
+// stop requests, non-finite steps and metrics, without the XLNet model.
+#include "pretrain/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+// y = x W^T + b + noise, learned by a linear layer with dropout (so the RNG
+// state matters for exact resume). Its data position is part of its state.
+class RegressionUnit : public TrainUnit {
+ public:
+  explicit RegressionUnit(int64_t micro_batch) : micro_batch_(micro_batch) {
+    torch::manual_seed(42);
+    linear_ = torch::nn::Linear(6, 2);
+    dropout_ = torch::nn::Dropout(0.1);
+    torch::manual_seed(1);
+    w_true_ = torch::randn({2, 6});
+  }
+  NamedTensors Parameters() override {
+    return {{"transformer.layer.0.ff.layer_1.weight", linear_->weight},
+            {"transformer.layer.0.ff.layer_1.bias", linear_->bias}};
+  }
+  NamedTensors StateDict() override { return Parameters(); }
+  XLNetConfig ModelConfig() override {
+    XLNetConfig c;
+    c.vocab_size = 16;
+    c.d_model = 8;
+    c.n_head = 2;
+    c.d_head = 4;
+    c.n_layer = 1;
+    return c;
+  }
+  void SetTraining(bool training) {
+    linear_->train(training);
+    dropout_->train(training);
+  }
+  StepOutput TrainStep() override {
+    // Example i of the stream is a pure function of i.
+    std::vector<torch::Tensor> xs;
+    for (int64_t i = 0; i < micro_batch_; ++i) {
+      torch::manual_seed(1000 + position_ + i);
+      xs.push_back(torch::randn({6}));
+    }
+    position_ += micro_batch_;
+    if (stop_at_position_ > 0 && position_ == stop_at_position_) RequestStop();
+    torch::Tensor x = torch::stack(xs);
+    torch::Tensor y = torch::matmul(x, w_true_.t());
+    torch::Tensor pred = dropout_(linear_(x));
+    StepOutput out;
+    out.loss = (pred - y).pow(2).mean() * loss_scale_;
+    out.tokens = micro_batch_;
+    return out;
+  }
+  std::map<std::string, double> Evaluate() override {
+    return {{"loss", linear_->weight.sub(w_true_).pow(2).sum().item<double>()}};
+  }
+  absl::Status SaveUnitState(
+      int rank, std::map<std::string, NamedTensors>* files) override {
+    (*files)["data.rank" + std::to_string(rank) + ".safetensors"] = {
+        {"position", torch::tensor(position_)}};
+    return absl::OkStatus();
+  }
+  absl::Status LoadUnitState(const std::string& dir, int rank) override {
+    auto file = SafetensorsFile::Open(dir + "/data.rank" +
+                                      std::to_string(rank) + ".safetensors");
+    if (!file.ok()) return file.status();
+    position_ = file->Load("position")->item<int64_t>();
+    return absl::OkStatus();
+  }
+
+  torch::nn::Linear linear_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+  torch::Tensor w_true_;
+  int64_t micro_batch_;
+  int64_t position_ = 0;
+  double loss_scale_ = 1.0;
+  int64_t stop_at_position_ = 0;
+};
+
+TrainerOptions Options(const std::string& run_dir, int64_t steps) {
+  TrainerOptions o;
+  o.run_dir = run_dir;
+  o.config_yaml = "train:\n  lr: 0.05\n";
+  o.progress = false;
+  o.train.max_steps = steps;
+  o.train.lr = 0.05;
+  o.train.warmup_steps = 2;
+  o.train.save_steps = 4;
+  o.train.log_steps = 1;
+  o.train.eval_steps = 5;
+  o.train.keep_checkpoints = 0;
+  o.train.weight_decay = 0.01;
+  return o;
+}
+
+std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::vector<double> Losses(const std::vector<nlohmann::json>& metrics) {
+  std::vector<double> out;
+  for (const auto& m : metrics) {
+    if (m.contains("loss")) out.push_back(m["loss"].get<double>());
+  }
+  return out;
+}
+
+TEST(TrainerTest, LossFallsAndFilesAppear) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  Trainer trainer(Options(tmp.path(), 20), &unit, nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 20);
+  const auto metrics = ReadMetrics(tmp.path());
+  const std::vector<double> losses = Losses(metrics);
+  ASSERT_EQ(losses.size(), 20u);
+  EXPECT_LT(losses.back(), 0.5 * losses.front());
+  EXPECT_TRUE(metrics[0].contains("lr") && metrics[0].contains("grad_norm") &&
+              metrics[0].contains("tokens_per_sec"));
+  int evals = 0;
+  for (const auto& m : metrics) evals += m.contains("eval_loss");
+  EXPECT_EQ(evals, 4);
+  EXPECT_TRUE(PathExists(tmp.Join("config.yaml")));
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_20")).ok());
+  EXPECT_TRUE(
+      PathExists(tmp.Join("checkpoints/step_20/optimizer.safetensors")));
+  EXPECT_TRUE(
+      PathExists(tmp.Join("checkpoints/step_20/data.rank0.safetensors")));
+}
+
+TEST(TrainerTest, ResumeReproducesUninterruptedRun) {
+  testing::TempDir full_dir, part_dir;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 12), &full, nullptr).Run().ok());
+  const std::vector<double> expected = Losses(ReadMetrics(full_dir.path()));
+
+  // Interrupted at step 6 (a stop request, as SIGTERM sends): the run saved
+  // step_4 (save_steps) and step_6 (on stop).
+  {
+    RegressionUnit first(8);
+    first.stop_at_position_ = 6 * 8;
+    auto stopped = Trainer(Options(part_dir.path(), 12), &first, nullptr).Run();
+    ClearStopRequest();
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    ASSERT_TRUE(stopped->interrupted);
+    ASSERT_EQ(stopped->steps, 6);
+  }
+  RegressionUnit resumed(8);
+  resumed.linear_->weight.data().fill_(123.0);  // must be overwritten
+  TrainerOptions options = Options(part_dir.path(), 12);
+  options.resume = "latest";
+  ASSERT_TRUE(Trainer(options, &resumed, nullptr).Run().ok());
+  const std::vector<double> got = Losses(ReadMetrics(part_dir.path()));
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+  EXPECT_TRUE(torch::equal(resumed.linear_->weight, full.linear_->weight));
+}
+
+TEST(TrainerTest, ResumeAfterCrashDropsRepeatedMetrics) {
+  testing::TempDir full_dir, crash_dir;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 12), &full, nullptr).Run().ok());
+  const std::vector<double> expected = Losses(ReadMetrics(full_dir.path()));
+  // A run that "died" after step 10: its newest checkpoints are gone but its
+  // metrics reach step 10 (and end in a torn line).
+  {
+    RegressionUnit first(8);
+    first.stop_at_position_ = 10 * 8;
+    ASSERT_TRUE(
+        Trainer(Options(crash_dir.path(), 12), &first, nullptr).Run().ok());
+    ClearStopRequest();
+    ASSERT_TRUE(RemoveAll(crash_dir.Join("checkpoints/step_10")).ok());
+    ASSERT_TRUE(RemoveAll(crash_dir.Join("checkpoints/step_8")).ok());
+    std::ofstream(crash_dir.Join("metrics.jsonl"), std::ios::app)
+        << "{\"step\": 11, \"lo";
+  }
+  RegressionUnit resumed(8);
+  TrainerOptions options = Options(crash_dir.path(), 12);
+  options.resume = "latest";
+  ASSERT_TRUE(Trainer(options, &resumed, nullptr).Run().ok());
+  const std::vector<double> got = Losses(ReadMetrics(crash_dir.path()));
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+}
+
+TEST(TrainerTest, AccumulationEqualsLargerBatch) {
+  // Dropout off: one [8] batch and two [4] halves then see the same function.
+  testing::TempDir a, b;
+  RegressionUnit big(8), small(4);
+  big.dropout_ = torch::nn::Dropout(0.0);
+  small.dropout_ = torch::nn::Dropout(0.0);
+  ASSERT_TRUE(Trainer(Options(a.path(), 5), &big, nullptr).Run().ok());
+  TrainerOptions accumulated = Options(b.path(), 5);
+  accumulated.train.grad_accum_steps = 2;
+  accumulated.train.batch_size = 16;
+  ASSERT_TRUE(Trainer(accumulated, &small, nullptr).Run().ok());
+  EXPECT_TRUE(
+      torch::allclose(big.linear_->weight, small.linear_->weight, 1e-5, 1e-6));
+  EXPECT_TRUE(
+      torch::allclose(big.linear_->bias, small.linear_->bias, 1e-5, 1e-6));
+}
+
+TEST(TrainerTest, StopRequestSavesAndEndsCleanly) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 100);
+  options.train.save_steps = 0;
+  RequestStop();
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ClearStopRequest();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->interrupted);
+  EXPECT_EQ(result->steps, 1);
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_1")).ok());
+}
+
+TEST(TrainerTest, NonFiniteStepsAreSkippedThenStop) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  unit.loss_scale_ = std::numeric_limits<double>::quiet_NaN();
+  TrainerOptions options = Options(tmp.path(), 100);
+  options.train.max_bad_steps = 3;
+  const torch::Tensor before = unit.linear_->weight.clone();
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("3 non-finite steps in a row"),
+            std::string::npos)
+      << result.status();
+  EXPECT_TRUE(torch::equal(unit.linear_->weight, before));  // never updated
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_3")).ok());
+}
+
+}  // namespace
+}  // namespace xlnet
