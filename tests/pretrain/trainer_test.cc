@@ -2,10 +2,13 @@
 // stop requests, non-finite steps and metrics, without the XLNet model.
 #include "pretrain/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "tests/test_util.h"
 
@@ -43,10 +46,12 @@ class RegressionUnit : public TrainUnit {
   }
   StepOutput TrainStep() override {
     // Example i of the stream is a pure function of i.
+    // With several ranks, this rank takes its slice of each global batch.
     std::vector<torch::Tensor> xs;
     for (int64_t i = 0; i < micro_batch_; ++i) {
-      torch::manual_seed(1000 + position_ + i);
-      xs.push_back(torch::randn({6}));
+      at::Generator gen = at::detail::createCPUGenerator(
+          1000 + position_ * world_ + rank_ * micro_batch_ + i);
+      xs.push_back(at::randn({6}, gen));
     }
     position_ += micro_batch_;
     if (stop_at_position_ > 0 && position_ == stop_at_position_) RequestStop();
@@ -82,6 +87,8 @@ class RegressionUnit : public TrainUnit {
   int64_t position_ = 0;
   double loss_scale_ = 1.0;
   int64_t stop_at_position_ = 0;
+  int rank_ = 0;
+  int world_ = 1;
 };
 
 TrainerOptions Options(const std::string& run_dir, int64_t steps) {
@@ -242,6 +249,61 @@ TEST(TrainerTest, NonFiniteStepsAreSkippedThenStop) {
       << result.status();
   EXPECT_TRUE(torch::equal(unit.linear_->weight, before));  // never updated
   EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_3")).ok());
+}
+
+// The same global batch of 8 split over 2 Gloo ranks (as threads) ends with
+// the parameters of one rank seeing all 8.
+TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
+  testing::TempDir single_dir;
+  RegressionUnit single(8);
+  single.dropout_ = torch::nn::Dropout(0.0);
+  ASSERT_TRUE(
+      Trainer(Options(single_dir.path(), 6), &single, nullptr).Run().ok());
+
+  testing::TempDir multi_dir;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::unique_ptr<RegressionUnit>> units;
+  for (int rank = 0; rank < 2; ++rank) {
+    units.push_back(std::make_unique<RegressionUnit>(4));
+    units.back()->dropout_ = torch::nn::Dropout(0.0);
+    units.back()->rank_ = rank;
+    units.back()->world_ = 2;
+  }
+  // Rank 1 starts from different weights: the broadcast from rank 0 fixes it.
+  units[1]->linear_->weight.data().fill_(0.5);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank]() {
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU,
+                                           std::chrono::milliseconds(30000));
+      if (!group.ok()) {
+        errors[rank] = std::string(group.status().message());
+        return;
+      }
+      auto result =
+          Trainer(Options(multi_dir.path(), 6), units[rank].get(), group->get())
+              .Run();
+      if (!result.ok()) errors[rank] = std::string(result.status().message());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(torch::allclose(units[rank]->linear_->weight,
+                                single.linear_->weight, 0, 1e-6))
+        << "rank " << rank << " max diff "
+        << (units[rank]->linear_->weight - single.linear_->weight).abs().max();
+  }
+  // Both ranks' data positions are in the checkpoint.
+  EXPECT_TRUE(
+      PathExists(multi_dir.Join("checkpoints/step_6/data.rank0.safetensors")));
+  EXPECT_TRUE(
+      PathExists(multi_dir.Join("checkpoints/step_6/data.rank1.safetensors")));
+  EXPECT_TRUE(
+      PathExists(multi_dir.Join("checkpoints/step_6/rng.rank1.safetensors")));
+  EXPECT_TRUE(VerifyChecksums(multi_dir.Join("checkpoints/step_6")).ok());
 }
 
 }  // namespace
