@@ -87,12 +87,22 @@ torch::Tensor RelativeAttentionCore(
     auto e_diff = e.narrow(3, 1, 1);                          // [B, H, Lq, 1]
     score = score + torch::where(bias.seg_diff, e_diff, e_same);
   }
-  // Normalise in fp32 whatever the compute dtype (bf16/fp16 safe).
-  score = score.to(torch::kFloat) * (1.0 / std::sqrt(static_cast<double>(dh)));
+  // Normalise in fp32 (fp64 stays fp64) whatever the compute dtype, so bf16
+  // and fp16 never overflow or lose the softmax.
+  const auto acc = score.scalar_type() == torch::kDouble ? torch::kDouble
+                                                         : torch::kFloat;
+  score = score.to(acc) * (1.0 / std::sqrt(static_cast<double>(dh)));
   if (bias.mask.defined()) {
-    score = score.masked_fill(bias.mask, MaskedScoreValue(torch::kFloat));
+    score = score.masked_fill(bias.mask, MaskedScoreValue(acc));
   }
   auto prob = torch::softmax(score, 3);                       // [B, H, Lq, K]
+  if (bias.mask.defined()) {
+    // A query that may see no key at all attends to nothing (zero output)
+    // instead of HF's uniform average over masked keys, which would leak
+    // padding and, with attn_type "uni", future tokens.
+    auto none_visible = bias.mask.all(3, /*keepdim=*/true);  // [B|1, 1, Lq, 1]
+    prob = prob.masked_fill(none_visible, 0.0);
+  }
   prob = torch::dropout(prob, dropout, training);
   return torch::matmul(prob.to(v.scalar_type()), v);          // [B, H, Lq, Dh]
 }

@@ -46,9 +46,10 @@ struct AttentionBias {
 
 // softmax(((q + r_w) k^T + shift((q + r_r) k_r^T) + ef) / sqrt(Dh)) v.
 // q [B, H, Lq, Dh], k/v [B, H, K, Dh], k_r [B or 1, H, R, Dh], biases [H, Dh],
-// seg_embed [2, H, Dh]. Scores are masked and normalised in fp32 (masked
-// entries get a large finite negative, so a fully masked row is uniform, never
-// NaN). Returns [B, H, Lq, Dh] in v's dtype.
+// seg_embed [2, H, Dh]. Scores are masked (large finite negative) and
+// normalised in fp32 (fp64 for fp64 inputs); a query row with every key masked
+// gets a zero output, never NaN (HF: a uniform average over masked keys).
+// Returns [B, H, Lq, Dh] in v's dtype.
 torch::Tensor RelativeAttentionCore(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
     const torch::Tensor& k_r, const torch::Tensor& r_w_bias,

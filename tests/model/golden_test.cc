@@ -10,6 +10,7 @@ namespace {
 using testing::GoldenDir;
 using testing::LoadGoldenModel;
 using testing::MaxAbsDiff;
+using testing::ReportDiff;
 using testing::ReadTensors;
 
 constexpr double kTol = 1e-4;
@@ -51,12 +52,12 @@ TEST_F(GoldenTest, ContentStreamAndMems) {
   auto model = LoadGoldenModel();
   torch::NoGradGuard no_grad;
   auto out = model->transformer->forward(Base(), {/*use_mems=*/true});
-  double diff = MaxAbsDiff(out.last_hidden_state, out_.at("base.last_hidden_state"));
+  double diff = ReportDiff("base.last_hidden_state", out.last_hidden_state, out_.at("base.last_hidden_state"));
   RecordProperty("max_abs_diff", std::to_string(diff));
   EXPECT_LT(diff, kTol) << "base.last_hidden_state (padded rows included)";
   ASSERT_EQ(out.new_mems.size(), 2u);
   for (int n = 0; n < 2; ++n) {
-    EXPECT_LT(MaxAbsDiff(out.new_mems[n], out_.at("base.mems." + std::to_string(n))), kTol);
+    EXPECT_LT(ReportDiff("base.mems." + std::to_string(n), out.new_mems[n], out_.at("base.mems." + std::to_string(n))), kTol);
   }
   EXPECT_FALSE(out.query_hidden_state.defined());
 }
@@ -66,13 +67,15 @@ TEST_F(GoldenTest, QueryStreamLogitsLossMems) {
   torch::NoGradGuard no_grad;
   for (bool all_positions : {false, true}) {
     SCOPED_TRACE(all_positions ? "HF-style L x K query stream" : "P x K query stream");
+    const std::string tag = all_positions ? "[all-L] " : "[P] ";
     auto out = model->forward(Lm(), {/*use_mems=*/true, all_positions});
-    double diff = MaxAbsDiff(out.logits, out_.at("lm.logits"));
+    double diff = ReportDiff(tag + "lm.logits", out.logits, out_.at("lm.logits"));
     EXPECT_LT(diff, kTol) << "lm.logits";
     auto loss = PartialPredictionLoss(out.logits, in_.at("labels"));
+    ReportDiff(tag + "lm.loss", loss, out_.at("lm.loss"));
     EXPECT_NEAR(loss.item<double>(), out_.at("lm.loss").item<double>(), kTol);
     for (int n = 0; n < 2; ++n) {
-      EXPECT_LT(MaxAbsDiff(out.new_mems[n], out_.at("lm.mems." + std::to_string(n))), kTol);
+      EXPECT_LT(ReportDiff(tag + "lm.mems." + std::to_string(n), out.new_mems[n], out_.at("lm.mems." + std::to_string(n))), kTol);
     }
   }
 }
@@ -84,9 +87,9 @@ TEST_F(GoldenTest, SecondSegmentOverMems) {
   auto ours = model->transformer->forward(Base(), {true}).new_mems;
   for (const auto& mems : {GoldenMems("base.mems"), ours}) {
     auto out = model->transformer->forward(Seg2(mems), {true});
-    EXPECT_LT(MaxAbsDiff(out.last_hidden_state, out_.at("seg2.last_hidden_state")), kTol);
+    EXPECT_LT(ReportDiff("seg2.last_hidden_state", out.last_hidden_state, out_.at("seg2.last_hidden_state")), kTol);
     for (int n = 0; n < 2; ++n) {
-      EXPECT_LT(MaxAbsDiff(out.new_mems[n], out_.at("seg2.mems." + std::to_string(n))), kTol);
+      EXPECT_LT(ReportDiff("seg2.mems." + std::to_string(n), out.new_mems[n], out_.at("seg2.mems." + std::to_string(n))), kTol);
     }
   }
 }
@@ -95,7 +98,7 @@ TEST_F(GoldenTest, LmHeadOnContentStream) {
   auto model = LoadGoldenModel();
   torch::NoGradGuard no_grad;
   auto out = model->forward(Base());
-  EXPECT_LT(MaxAbsDiff(out.logits, out_.at("lm_content.logits")), kTol);
+  EXPECT_LT(ReportDiff("lm_content.logits", out.logits, out_.at("lm_content.logits")), kTol);
 }
 
 TEST_F(GoldenTest, BiData) {
@@ -104,12 +107,12 @@ TEST_F(GoldenTest, BiData) {
   torch::NoGradGuard no_grad;
   for (bool all_positions : {false, true}) {
     auto lm = model->forward(Lm(), {false, all_positions});
-    EXPECT_LT(MaxAbsDiff(lm.logits, out_.at("bi_data.lm.logits")), kTol);
+    EXPECT_LT(ReportDiff(all_positions ? "[all-L] bi_data.lm.logits" : "[P] bi_data.lm.logits", lm.logits, out_.at("bi_data.lm.logits")), kTol);
   }
   auto base = model->transformer->forward(Base(), {true});
-  EXPECT_LT(MaxAbsDiff(base.last_hidden_state, out_.at("bi_data.base.last_hidden_state")), kTol);
+  EXPECT_LT(ReportDiff("bi_data.base.last_hidden_state", base.last_hidden_state, out_.at("bi_data.base.last_hidden_state")), kTol);
   auto seg2 = model->transformer->forward(Seg2(base.new_mems), {true});
-  EXPECT_LT(MaxAbsDiff(seg2.last_hidden_state, out_.at("bi_data.seg2.last_hidden_state")), kTol);
+  EXPECT_LT(ReportDiff("bi_data.seg2.last_hidden_state", seg2.last_hidden_state, out_.at("bi_data.seg2.last_hidden_state")), kTol);
 }
 
 TEST_F(GoldenTest, GradientsOfLossWrtEveryParameter) {
@@ -132,8 +135,8 @@ TEST_F(GoldenTest, GradientsOfLossWrtEveryParameter) {
       EXPECT_LT(diff, kTol) << item.key();
       worst = std::max(worst, diff);
     }
-    RecordProperty(all_positions ? "grad_max_abs_diff_all_l" : "grad_max_abs_diff_p",
-                   std::to_string(worst));
+    std::printf("[ diff     ] %sgrads (37 params) worst max_abs_diff=%.3g\n",
+                all_positions ? "[all-L] " : "[P] ", worst);
   }
 }
 

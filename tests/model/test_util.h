@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -34,6 +35,14 @@ inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
   if (!a.sizes().equals(b.sizes())) return 1e30;
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+// MaxAbsDiff, also printed as "[ diff ] name: value" for the test log.
+inline double ReportDiff(const std::string& name, const torch::Tensor& a,
+                         const torch::Tensor& b) {
+  const double d = MaxAbsDiff(a, b);
+  std::printf("[ diff     ] %s max_abs_diff=%.3g\n", name.c_str(), d);
+  return d;
 }
 
 // The golden tiny model (fp32, eval mode).
