@@ -134,7 +134,17 @@ ReadPytorchBin(const std::string& path) {
     }
     return absl::OkStatus();
   });
-  XLNET_RETURN_IF_ERROR(status);
+  if (!status.ok()) {
+    // LibTorch's unpickler reads a plain dict but, before the fix of
+    // pytorch#100741 (LibTorch 2.6), not the OrderedDict that
+    // torch.save(model.state_dict()) writes: say what to do instead.
+    return absl::InvalidArgumentError(absl::StrCat(
+        status.message(),
+        " (this LibTorch's torch::pickle_load reads only a plain dict of "
+        "tensors in torch.save's zip format; an OrderedDict state_dict, as HF "
+        "writes, needs LibTorch >= 2.6 (pytorch#100741): convert it to "
+        "model.safetensors)"));
+  }
   return out;
 }
 

@@ -37,8 +37,11 @@ absl::Status LoadStateDict(
     const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
     const std::string& source, const LoadOptions& options = {});
 
-// Reads the named tensors of a pytorch_model.bin written by torch.save (zip
-// format) with torch::pickle_load.
+// Reads the named tensors of a pytorch_model.bin (torch.save zip format)
+// with torch::pickle_load. LIMITATION: LibTorch before 2.6 cannot unpickle
+// the OrderedDict that torch.save(model.state_dict()) writes (pytorch#100741),
+// so HF's own .bin files fail there with an error that says so; a plain dict
+// (torch.save(dict(sd))) loads. Prefer model.safetensors.
 absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>>
 ReadPytorchBin(const std::string& path);
 

@@ -3,6 +3,8 @@
 // double-precision finite-difference gradient checks of the attention ops.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "model/precision.h"
@@ -114,6 +116,40 @@ TEST(GradCheckTest, AttentionCore) {
     return (out.to(torch::kDouble) * wp).sum();
   };
   EXPECT_LT(GradCheck(fp, in), 1e-6);
+}
+
+TEST(GradCheckTest, FullyMaskedRowAttendsToNothing) {
+  torch::manual_seed(3);
+  AttentionBias bias;
+  bias.mask = torch::zeros({1, 1, 2, 3}, torch::kBool);
+  bias.mask[0][0][1].fill_(true);                                  // row 1: no key
+  auto q = torch::randn({1, 2, 2, 4}), k = torch::randn({1, 2, 3, 4});
+  auto v = torch::randn({1, 2, 3, 4}), k_r = torch::randn({1, 2, 5, 4});
+  auto z = torch::zeros({2, 4});
+  auto out = RelativeAttentionCore(q, k, v, k_r, z, z, z, torch::zeros({2, 2, 4}), bias,
+                                   2, 0.0, false);                 // [1, 2, 2, 4]
+  EXPECT_TRUE(torch::equal(out.select(2, 1), torch::zeros({1, 2, 4})));
+  EXPECT_GT(out.select(2, 0).abs().sum().item<double>(), 0.0);
+}
+
+TEST(GradCheckTest, PositionalEncodingValuesClampAndBiData) {
+  const int64_t l = 3, klen = 5, d = 6;
+  auto pe = RelativePositionalEncoding(l, klen, d, -1, true, torch::kCPU);  // [2, R, D]
+  ASSERT_EQ(pe.sizes(), (std::vector<int64_t>{2, klen + l, d}));
+  for (int64_t r = 0; r < klen + l; ++r) {
+    const double pos = static_cast<double>(klen - r);
+    for (int64_t k = 0; k < d / 2; ++k) {
+      const double f = std::pow(10000.0, -2.0 * k / d);
+      EXPECT_NEAR(pe[0][r][k].item<double>(), std::sin(pos * f), 1e-6);
+      EXPECT_NEAR(pe[0][r][k + d / 2].item<double>(), std::cos(pos * f), 1e-6);
+      EXPECT_NEAR(pe[1][r][k].item<double>(), std::sin(-pos * f), 1e-6);
+    }
+  }
+  auto clamped = RelativePositionalEncoding(l, klen, d, 2, false, torch::kCPU);  // [1, R, D]
+  EXPECT_TRUE(torch::equal(clamped[0][0], clamped[0][3]));          // 5 and 2 -> 2
+  EXPECT_TRUE(torch::equal(clamped[0][3], pe[0][3]));
+  EXPECT_TRUE(torch::equal(clamped[0][1], clamped[0][3]));          // 4 and 2 -> 2
+  EXPECT_TRUE(torch::equal(clamped[0][7], pe[0][7]));               // -2 unclamped
 }
 
 // ------------------------------------------------------------ two streams
@@ -333,8 +369,8 @@ TEST(PrecisionTest, Bf16AutocastCloseToFp32) {
   EXPECT_TRUE(torch::equal(model->forward(x).logits, fp32.logits)) << "autocast not restored";
   const double scale = fp32.logits.abs().max().item<double>();
   const double diff = MaxAbsDiff(bf16, fp32.logits);
-  RecordProperty("bf16_logits_max_abs_diff", std::to_string(diff));
-  RecordProperty("fp32_logits_max_abs", std::to_string(scale));
+  std::printf("[ diff     ] bf16 autocast vs fp32 golden logits max_abs_diff=%.3g "
+              "(max |logit| %.3g)\n", diff, scale);
   EXPECT_GT(diff, 0.0) << "autocast did not change anything";
   EXPECT_LT(diff, 0.05 * scale) << "bf16 logits must be within 5% of max |logit|";
   auto loss32 = PartialPredictionLoss(fp32.logits, in.at("labels")).item<double>();
