@@ -1,6 +1,10 @@
 // Weights in and out by HuggingFace names, and the xlnet-run logic.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
@@ -186,6 +190,37 @@ TEST(RunToolTest, BadInputsAreClearErrors) {
   t = in;
   t["attention_mask"] = torch::full({2, 12}, 0.5);
   expect_error(t, "0 or 1");
+}
+
+TEST(RunToolTest, BinaryExitCodesAndOneLineErrors) {
+  const std::string tool = std::string(XLNET_BINARY_DIR) + "/bin/xlnet-run";
+  if (!PathExists(tool)) GTEST_SKIP() << "xlnet-run not built";
+  const std::string dir = TempDir("bin_run");
+  const std::string g = GoldenDir();
+  auto run = [&](const std::string& args, std::string* err) {
+    const std::string cmd = "XLNET_LOG_LEVEL=error " + tool + " " + args + " 2>" + dir + "/err";
+    const int rc = std::system(cmd.c_str());
+    auto text = ReadFile(dir + "/err");
+    *err = text.ok() ? *text : "";
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  std::string err;
+  EXPECT_EQ(run("--model " + g + " --inputs " + g + "/inputs.safetensors --outputs " + dir +
+                    "/out.safetensors",
+                &err),
+            0)
+      << err;
+  EXPECT_EQ(ReadTensors(dir + "/out.safetensors").size(), 5u);
+  EXPECT_EQ(run("--model " + g + " --inputs " + g + "/outputs.safetensors --outputs " + dir +
+                    "/bad.safetensors",
+                &err),
+            2);
+  EXPECT_TRUE(absl::StartsWith(err, "xlnet-run: error: ")) << err;
+  EXPECT_TRUE(absl::StrContains(err, "input_ids")) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(PathExists(dir + "/bad.safetensors"));
+  EXPECT_EQ(run("--model " + g + " --inputs " + g + "/inputs.safetensors", &err), 2);
+  EXPECT_TRUE(absl::StrContains(err, "--outputs")) << err;
 }
 
 }  // namespace
