@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/safetensors.h"
 #include "common/status.h"
+#include "model/torch_pickle.h"
 
 namespace xlnet {
 namespace {
@@ -113,41 +114,6 @@ absl::Status LoadStateDict(
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>>
-ReadPytorchBin(const std::string& path) {
-  XLNET_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  absl::Status status = CatchExceptions(path, [&]() -> absl::Status {
-    std::vector<char> data(bytes.begin(), bytes.end());
-    torch::IValue value = torch::pickle_load(data);
-    if (!value.isGenericDict()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": expected a dict of tensors (a state_dict), got ",
-          value.tagKind()));
-    }
-    for (const auto& entry : value.toGenericDict()) {
-      if (!entry.key().isString() || !entry.value().isTensor()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": state_dict entries must be str -> Tensor"));
-      }
-      out.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
-    }
-    return absl::OkStatus();
-  });
-  if (!status.ok()) {
-    // LibTorch's unpickler reads a plain dict but, before the fix of
-    // pytorch#100741 (LibTorch 2.6), not the OrderedDict that
-    // torch.save(model.state_dict()) writes: say what to do instead.
-    return absl::InvalidArgumentError(absl::StrCat(
-        status.message(),
-        " (this LibTorch's torch::pickle_load reads only a plain dict of "
-        "tensors in torch.save's zip format; an OrderedDict state_dict, as HF "
-        "writes, needs LibTorch >= 2.6 (pytorch#100741): convert it to "
-        "model.safetensors)"));
-  }
-  return out;
-}
-
 absl::StatusOr<XLNetLMHeadModel> LoadPretrained(const std::string& dir,
                                                 const LoadOptions& options) {
   XLNET_ASSIGN_OR_RETURN(XLNetConfig config,
@@ -165,7 +131,7 @@ absl::StatusOr<XLNetLMHeadModel> LoadPretrained(const std::string& dir,
     XLNET_ASSIGN_OR_RETURN(tensors, file.LoadAll());
   } else if (PathExists(dir + "/pytorch_model.bin")) {
     source = dir + "/pytorch_model.bin";
-    XLNET_ASSIGN_OR_RETURN(tensors, ReadPytorchBin(source));
+    XLNET_ASSIGN_OR_RETURN(tensors, ReadTorchSaveStateDict(source));
   } else {
     return absl::NotFoundError(absl::StrCat(
         dir, ": no model.safetensors or pytorch_model.bin"));

@@ -37,16 +37,9 @@ absl::Status LoadStateDict(
     const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
     const std::string& source, const LoadOptions& options = {});
 
-// Reads the named tensors of a pytorch_model.bin (torch.save zip format)
-// with torch::pickle_load. LIMITATION: LibTorch before 2.6 cannot unpickle
-// the OrderedDict that torch.save(model.state_dict()) writes (pytorch#100741),
-// so HF's own .bin files fail there with an error that says so; a plain dict
-// (torch.save(dict(sd))) loads. Prefer model.safetensors.
-absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>>
-ReadPytorchBin(const std::string& path);
-
 // Builds a model from `dir` (config.json + model.safetensors, else
-// pytorch_model.bin). fp32 parameters on the CPU.
+// pytorch_model.bin read by ReadTorchSaveStateDict). fp32 parameters on the
+// CPU.
 absl::StatusOr<XLNetLMHeadModel> LoadPretrained(const std::string& dir,
                                                 const LoadOptions& options = {});
 

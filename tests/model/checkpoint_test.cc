@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "common/file_util.h"
 #include "model/run.h"
+#include "model/torch_pickle.h"
 #include "tests/model/test_util.h"
 
 namespace xlnet {
@@ -111,8 +112,8 @@ TEST(CheckpointTest, AllProblemsInOneError) {
 }
 
 TEST(CheckpointTest, PytorchBinThroughPickle) {
-  // A zip-format pickle of a str -> Tensor dict, as torch::pickle_save writes
-  // it (torch.save of a state_dict has the same container).
+  // A zip-format pickle of a str -> Tensor dict, as LibTorch's
+  // torch::pickle_save writes it.
   auto golden = ReadTensors(GoldenDir() + "/model.safetensors");
   c10::Dict<std::string, torch::Tensor> dict;
   for (const auto& [name, t] : golden) dict.insert(name, t);
@@ -129,6 +130,27 @@ TEST(CheckpointTest, PytorchBinThroughPickle) {
   }
   ASSERT_TRUE(WriteFileAtomic(dir + "/pytorch_model.bin", "not a pickle").ok());
   EXPECT_FALSE(LoadPretrained(dir).ok());
+}
+
+TEST(CheckpointTest, TorchSaveOrderedDictStateDict) {
+  // An OrderedDict state_dict with _metadata and views sharing a storage, in
+  // torch.save's format (see tests/fixtures/torch_save/README.md).
+  auto sd = ReadTorchSaveStateDict(std::string(XLNET_SOURCE_DIR) +
+                                   "/tests/fixtures/torch_save/ordered_state_dict.bin");
+  ASSERT_TRUE(sd.ok()) << sd.status();
+  ASSERT_EQ(sd->size(), 4u);
+  EXPECT_EQ((*sd)[0].first, "a.weight");
+  auto base = torch::arange(12, torch::kFloat);
+  EXPECT_TRUE(torch::equal((*sd)[0].second, base.view({3, 4})));
+  EXPECT_EQ((*sd)[1].first, "a.bias");
+  EXPECT_TRUE(torch::equal((*sd)[1].second, torch::tensor({2.0f, 3.0f})));
+  EXPECT_TRUE(torch::equal((*sd)[2].second, base.view({3, 4}).t()));
+  EXPECT_TRUE(torch::equal((*sd)[3].second, torch::tensor({int64_t{7}, int64_t{-2}, int64_t{40000000000}})));
+  const std::string dir = TempDir("badbin");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/x.bin", "PK not really").ok());
+  auto bad = ReadTorchSaveStateDict(dir + "/x.bin");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), dir + "/x.bin")) << bad.status();
 }
 
 TEST(RunToolTest, GoldenInputsGiveGoldenOutputs) {
