@@ -39,6 +39,13 @@ TEST(CheckpointTest, SaveLoadIsBitExact) {
   const std::string dir = TempDir("roundtrip") + "/model";
   ASSERT_TRUE(SavePretrained(*model, dir).ok());
   auto stored = ReadTensors(dir + "/model.safetensors");
+  // What transformers needs to load it: model_type and the "pt" format tag.
+  auto json = ReadFile(dir + "/config.json");
+  ASSERT_TRUE(json.ok());
+  EXPECT_TRUE(absl::StrContains(*json, "\"model_type\": \"xlnet\"")) << *json;
+  auto file = SafetensorsFile::Open(dir + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->metadata().at("format"), "pt");
   EXPECT_EQ(stored.count("lm_loss.weight"), 0u);
   EXPECT_EQ(stored.size(), model->named_parameters().size());
   auto loaded = LoadPretrained(dir);
