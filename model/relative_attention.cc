@@ -79,32 +79,38 @@ torch::Tensor RelativeAttentionCore(
   auto bd = torch::matmul(q + hd(r_r_bias), k_r.transpose(2, 3));
   bd = bias.query_pos.defined() ? RelShiftAt(bd, bias.query_pos, qlen, klen)
                                 : RelShift(bd, klen);         // [B, H, Lq, K]
-  auto score = ac + bd;
+  // The score is built in place on ac's fresh buffer: none of add_, mul_ and
+  // masked_fill_ needs its input for backward, so autograd stays exact and
+  // three [B, H, Lq, K] temporaries are saved.
+  auto score = ac;
+  score.add_(bd);
   if (bias.seg_diff.defined()) {
     // Segment term: [B, H, Lq, Dh] x [H, Dh, 2] -> [B, H, Lq, 2].
     auto e = torch::matmul(q + hd(r_s_bias), seg_embed.permute({1, 2, 0}));
     auto e_same = e.narrow(3, 0, 1);                          // [B, H, Lq, 1]
     auto e_diff = e.narrow(3, 1, 1);                          // [B, H, Lq, 1]
-    score = score + torch::where(bias.seg_diff, e_diff, e_same);
+    score.add_(torch::where(bias.seg_diff, e_diff, e_same));  // [B, H, Lq, K]
   }
   // Normalise in fp32 (fp64 stays fp64) whatever the compute dtype, so bf16
   // and fp16 never overflow or lose the softmax.
   const auto acc = score.scalar_type() == torch::kDouble ? torch::kDouble
                                                          : torch::kFloat;
-  score = score.to(acc) * (1.0 / std::sqrt(static_cast<double>(dh)));
+  if (score.scalar_type() != acc) score = score.to(acc);
+  score.mul_(1.0 / std::sqrt(static_cast<double>(dh)));
   if (bias.mask.defined()) {
-    score = score.masked_fill(bias.mask, MaskedScoreValue(acc));
+    score.masked_fill_(bias.mask, MaskedScoreValue(acc));
   }
   auto prob = torch::softmax(score, 3);                       // [B, H, Lq, K]
+  prob = torch::dropout(prob, dropout, training);
+  auto out = torch::matmul(prob.to(v.scalar_type()), v);      // [B, H, Lq, Dh]
   if (bias.mask.defined()) {
     // A query that may see no key at all attends to nothing (zero output)
     // instead of HF's uniform average over masked keys, which would leak
     // padding and, with attn_type "uni", future tokens.
     auto none_visible = bias.mask.all(3, /*keepdim=*/true);  // [B|1, 1, Lq, 1]
-    prob = prob.masked_fill(none_visible, 0.0);
+    out = out.masked_fill(none_visible, 0.0);
   }
-  prob = torch::dropout(prob, dropout, training);
-  return torch::matmul(prob.to(v.scalar_type()), v);          // [B, H, Lq, Dh]
+  return out;
 }
 
 RelativeAttentionImpl::RelativeAttentionImpl(const XLNetConfig& config)
