@@ -75,3 +75,13 @@ function(xlnet_add_test name)
   set_tests_properties(${name} PROPERTIES
     ENVIRONMENT "XLNET_LOG_LEVEL=warning" TIMEOUT 900)
 endfunction()
+
+# xlnet_add_bench(name SOURCES ... DEPS ...): build/bin/xlnet-bench-<name>.
+function(xlnet_add_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  string(REPLACE "-" "_" target xlnet_bench_${name})
+  add_executable(${target} ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME xlnet-bench-${name})
+  target_link_libraries(${target} PRIVATE ${ARG_DEPS})
+  xlnet_set_compile_options(${target})
+endfunction()

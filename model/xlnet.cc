@@ -1,0 +1,320 @@
+#include "model/xlnet.h"
+
+#include <algorithm>
+
+namespace xlnet {
+
+// ---------------------------------------------------------------- feed-forward
+
+FeedForwardImpl::FeedForwardImpl(const XLNetConfig& config)
+    : activation(config.ff_activation), dropout(config.dropout) {
+  TORCH_CHECK(activation == "gelu" || activation == "gelu_new" ||
+                  activation == "relu",
+              "unsupported ff_activation '", activation, "'");
+  layer_1 = register_module(
+      "layer_1", torch::nn::Linear(config.d_model, config.d_inner));
+  layer_2 = register_module(
+      "layer_2", torch::nn::Linear(config.d_inner, config.d_model));
+  layer_norm = register_module(
+      "layer_norm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})
+                               .eps(config.layer_norm_eps)));
+  ResetParameters(config.initializer_range);
+}
+
+void FeedForwardImpl::ResetParameters(double initializer_range) {
+  torch::NoGradGuard no_grad;
+  layer_1->weight.normal_(0.0, initializer_range);
+  layer_1->bias.zero_();
+  layer_2->weight.normal_(0.0, initializer_range);
+  layer_2->bias.zero_();
+  layer_norm->weight.fill_(1.0);
+  layer_norm->bias.zero_();
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  auto y = layer_1(x);                                    // [B, T, Di]
+  if (activation == "gelu") {
+    y = torch::gelu(y);                                   // exact (erf)
+  } else if (activation == "gelu_new") {
+    y = torch::gelu(y, "tanh");                           // tanh approximation
+  } else {
+    y = torch::relu(y);
+  }
+  y = torch::dropout(y, dropout, is_training());
+  y = layer_2(y);                                         // [B, T, D]
+  y = torch::dropout(y, dropout, is_training());
+  return layer_norm(y + x);
+}
+
+XLNetLayerImpl::XLNetLayerImpl(const XLNetConfig& config) {
+  rel_attn = register_module("rel_attn", RelativeAttention(config));
+  ff = register_module("ff", FeedForward(config));
+}
+
+// ----------------------------------------------------------------- masks, mems
+
+StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
+                             const std::string& attn_type, bool same_length) {
+  const auto& ids = inputs.input_ids;
+  const int64_t b = ids.size(0), l = ids.size(1), klen = mlen + l;
+  const auto bool_opts = ids.options().dtype(torch::kBool);
+  // HF: data_mask = input_mask[keys] + perm_mask > 0, input_mask = 1 - am.
+  torch::Tensor data;
+  if (inputs.attention_mask.defined()) {
+    data = (1.0 - inputs.attention_mask.to(torch::kFloat)).unsqueeze(1);  // [B, 1, L]
+  }
+  if (inputs.perm_mask.defined()) {
+    auto perm = inputs.perm_mask.to(torch::kFloat);                      // [B, L, L]
+    data = data.defined() ? data + perm : perm;
+  }
+  torch::Tensor attn;  // [B or 1, L, K]
+  if (data.defined()) {
+    auto blocked = (data > 0).expand({b, l, l});                         // [B, L, L]
+    attn = torch::cat({torch::zeros({b, l, mlen}, bool_opts), blocked}, 2);  // [B, L, K]
+  }
+  auto i = torch::arange(l, ids.options().dtype(torch::kLong)).view({l, 1});
+  auto j = torch::arange(klen, ids.options().dtype(torch::kLong)).view({1, klen});
+  if (attn_type == "uni") {
+    auto causal = j > (i + mlen);                                        // [L, K]
+    if (same_length) causal = causal | (j < i);
+    causal = causal.unsqueeze(0);                                        // [1, L, K]
+    attn = attn.defined() ? (attn | causal) : causal;
+  } else {
+    TORCH_CHECK(attn_type == "bi", "unknown attn_type '", attn_type, "'");
+  }
+  StreamMasks masks;
+  if (!attn.defined()) return masks;
+  masks.query = attn;
+  masks.content = attn & (j != (i + mlen)).unsqueeze(0);                 // [B|1, L, K]
+  return masks;
+}
+
+torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
+                               int64_t mlen) {
+  if (!token_type_ids.defined()) return {};
+  const int64_t b = token_type_ids.size(0);
+  auto ids = token_type_ids.to(torch::kLong);                            // [B, L]
+  auto cat_ids = torch::cat({torch::zeros({b, mlen}, ids.options()), ids}, 1);  // [B, K]
+  return ids.unsqueeze(2) != cat_ids.unsqueeze(1);                       // [B, L, K]
+}
+
+torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
+                       const XLNetConfig& config) {
+  auto c = cur;                                                          // [L, B, D]
+  if (config.reuse_len.has_value() && *config.reuse_len > 0) {
+    c = c.narrow(0, 0, std::min<int64_t>(*config.reuse_len, c.size(0)));
+  }
+  auto m = prev.defined() ? torch::cat({prev.to(c.scalar_type()), c}, 0) : c;  // [M+L, B, D]
+  if (config.mem_len.has_value() && *config.mem_len > 0 &&
+      m.size(0) > *config.mem_len) {
+    m = m.narrow(0, m.size(0) - *config.mem_len, *config.mem_len);
+  }
+  return m.detach().contiguous();
+}
+
+// ------------------------------------------------------------------- backbone
+
+XLNetModelImpl::XLNetModelImpl(const XLNetConfig& config) : config_(config) {
+  TORCH_CHECK(config.d_model == config.n_head * config.d_head,
+              "d_model ", config.d_model, " != n_head ", config.n_head,
+              " * d_head ", config.d_head);
+  word_embedding = register_module(
+      "word_embedding",
+      torch::nn::Embedding(config.vocab_size, config.d_model));
+  mask_emb = register_parameter("mask_emb", torch::empty({1, 1, config.d_model}));
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t n = 0; n < config.n_layer; ++n) {
+    layer->push_back(XLNetLayer(config));
+  }
+  ResetParameters();
+}
+
+void XLNetModelImpl::ResetParameters() {
+  torch::NoGradGuard no_grad;
+  const double std = config_.initializer_range;
+  word_embedding->weight.normal_(0.0, std);
+  mask_emb.normal_(0.0, std);
+  for (size_t n = 0; n < layer->size(); ++n) {
+    auto l = layer->ptr<XLNetLayerImpl>(n);
+    l->rel_attn->ResetParameters(std);
+    l->ff->ResetParameters(std);
+  }
+  if (!config_.untie_r && layer->size() > 1) {
+    // untie_r=false: one set of r_*_bias for all layers in the official model.
+    // Like HF we keep per-layer tensors (same names, HF-loadable) and start
+    // them identical, as HF's converter does for such checkpoints.
+    auto first = layer->ptr<XLNetLayerImpl>(0)->rel_attn;
+    for (size_t n = 1; n < layer->size(); ++n) {
+      auto a = layer->ptr<XLNetLayerImpl>(n)->rel_attn;
+      a->r_w_bias.copy_(first->r_w_bias);
+      a->r_r_bias.copy_(first->r_r_bias);
+      a->r_s_bias.copy_(first->r_s_bias);
+    }
+  }
+}
+
+XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
+                                     const XLNetForwardOptions& options) {
+  const auto& ids = inputs.input_ids;
+  TORCH_CHECK(ids.defined() && ids.dim() == 2, "input_ids must be [B, L]");
+  const int64_t b = ids.size(0), l = ids.size(1);
+  const int64_t d = config_.d_model, n_layer = config_.n_layer;
+  const bool has_mems = !inputs.mems.empty();
+  TORCH_CHECK(!has_mems || static_cast<int64_t>(inputs.mems.size()) == n_layer,
+              "expected ", n_layer, " mems, got ", inputs.mems.size());
+  const int64_t mlen = has_mems ? inputs.mems[0].size(0) : 0;
+  const int64_t klen = mlen + l;
+  for (const auto& m : inputs.mems) {
+    TORCH_CHECK(m.dim() == 3 && m.size(0) == mlen && m.size(1) == b &&
+                    m.size(2) == d,
+                "mems must be [", mlen, ", ", b, ", ", d, "], got ", m.sizes());
+  }
+  const bool two_stream = inputs.target_mapping.defined();
+  const bool training = is_training();
+  const double p_drop = config_.dropout;
+
+  // Masks and segment relations shared by all layers.
+  const StreamMasks masks =
+      BuildStreamMasks(inputs, mlen, config_.attn_type, config_.same_length);
+  const torch::Tensor seg_diff = BuildSegmentDiff(inputs.token_type_ids, mlen);
+  AttentionBias content_bias;
+  if (masks.content.defined()) content_bias.mask = masks.content.unsqueeze(1);  // [B|1, 1, L, K]
+  if (seg_diff.defined()) content_bias.seg_diff = seg_diff.unsqueeze(1);        // [B, 1, L, K]
+
+  AttentionBias query_bias;  // P x K (default) or L x K (query_all_positions)
+  torch::Tensor tm, target_valid;
+  int64_t p = 0;
+  if (two_stream) {
+    tm = inputs.target_mapping;
+    TORCH_CHECK(tm.dim() == 3 && tm.size(0) == b && tm.size(2) == l,
+                "target_mapping must be [", b, ", P, ", l, "], got ", tm.sizes());
+    p = tm.size(1);
+    if (options.query_all_positions) {
+      if (masks.query.defined()) query_bias.mask = masks.query.unsqueeze(1);    // [B|1, 1, L, K]
+      query_bias.seg_diff = content_bias.seg_diff;
+    } else {
+      auto pos = tm.argmax(2);                                                  // [B, P]
+      target_valid = (tm.sum(2) > 0).view({b, 1, p, 1});                        // [B, 1, P, 1]
+      auto rows = pos.unsqueeze(2).expand({b, p, klen});                        // [B, P, K]
+      if (masks.query.defined()) {
+        query_bias.mask =
+            masks.query.expand({b, l, klen}).gather(1, rows).unsqueeze(1);      // [B, 1, P, K]
+      }
+      if (seg_diff.defined()) {
+        query_bias.seg_diff = seg_diff.gather(1, rows).unsqueeze(1);            // [B, 1, P, K]
+      }
+      query_bias.query_pos = pos;
+    }
+  }
+
+  auto h = torch::dropout(word_embedding(ids), p_drop, training);              // [B, L, D]
+  torch::Tensor g;
+  if (two_stream) {
+    g = torch::dropout(mask_emb.expand({b, p, d}), p_drop, training);           // [B, P, D]
+  }
+  auto pos_emb = RelativePositionalEncoding(l, klen, d, config_.clamp_len,
+                                            config_.bi_data, ids.device());    // [Bp, R, D]
+  pos_emb = torch::dropout(pos_emb, p_drop, training);
+  torch::Tensor half_index;
+  if (config_.bi_data) {
+    TORCH_CHECK(b % 2 == 0, "bi_data needs an even batch size, got ", b);
+    half_index = (torch::arange(b, ids.options().dtype(torch::kLong)) >= b / 2)
+                     .to(torch::kLong);                                         // [B]
+  }
+
+  XLNetOutputs out;
+  for (int64_t n = 0; n < n_layer; ++n) {
+    auto lay = layer->ptr<XLNetLayerImpl>(n);
+    auto& attn = lay->rel_attn;
+    torch::Tensor mem;
+    if (has_mems) mem = inputs.mems[n];
+    if (options.use_mems) {
+      out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem, config_));      // [M', B, D]
+    }
+    auto cat = has_mems ? torch::cat({mem.transpose(0, 1).to(h.scalar_type()), h}, 1)
+                        : h;                                                    // [B, K, D]
+    auto k_head = attn->Project(cat, attn->k);                                  // [B, H, K, Dh]
+    auto v_head = attn->Project(cat, attn->v);                                  // [B, H, K, Dh]
+    auto k_r = attn->ProjectPositions(pos_emb);                                 // [Bp, H, R, Dh]
+    if (config_.bi_data) k_r = k_r.index_select(0, half_index);                 // [B, H, R, Dh]
+
+    auto q_h = attn->Project(h, attn->q);                                       // [B, H, L, Dh]
+    auto vec_h = RelativeAttentionCore(q_h, k_head, v_head, k_r, attn->r_w_bias,
+                                       attn->r_r_bias, attn->r_s_bias,
+                                       attn->seg_embed, content_bias, l,
+                                       p_drop, training);                       // [B, H, L, Dh]
+    auto new_h = attn->PostAttention(h, vec_h);                                 // [B, L, D]
+    if (two_stream) {
+      auto q_g = attn->Project(g, attn->q);                                     // [B, H, P, Dh]
+      torch::Tensor vec_g;
+      if (options.query_all_positions) {
+        auto tmq = tm.to(q_g.scalar_type()).unsqueeze(1);                       // [B, 1, P, L]
+        auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);                   // [B, H, L, Dh]
+        auto vec_all = RelativeAttentionCore(
+            q_all, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
+            attn->r_s_bias, attn->seg_embed, query_bias, l, p_drop, training);  // [B, H, L, Dh]
+        vec_g = torch::matmul(tmq.to(vec_all.scalar_type()), vec_all);          // [B, H, P, Dh]
+      } else {
+        vec_g = RelativeAttentionCore(q_g, k_head, v_head, k_r, attn->r_w_bias,
+                                      attn->r_r_bias, attn->r_s_bias,
+                                      attn->seg_embed, query_bias, l, p_drop,
+                                      training);                                // [B, H, P, Dh]
+        // A padding target (all-zero row) gets no attention output, as HF.
+        vec_g = vec_g * target_valid.to(vec_g.scalar_type());
+      }
+      g = lay->ff(attn->PostAttention(g, vec_g));                               // [B, P, D]
+    }
+    h = lay->ff(new_h);                                                         // [B, L, D]
+  }
+  out.last_hidden_state = torch::dropout(h, p_drop, training);
+  if (two_stream) out.query_hidden_state = torch::dropout(g, p_drop, training);
+  return out;
+}
+
+// -------------------------------------------------------------------- LM head
+
+LMLossImpl::LMLossImpl(int64_t vocab_size) {
+  bias = register_parameter("bias", torch::zeros({vocab_size}));
+}
+
+XLNetLMHeadModelImpl::XLNetLMHeadModelImpl(const XLNetConfig& config) {
+  transformer = register_module("transformer", XLNetModel(config));
+  lm_loss = register_module("lm_loss", LMLoss(config.vocab_size));
+}
+
+void XLNetLMHeadModelImpl::ResetParameters() {
+  transformer->ResetParameters();
+  torch::NoGradGuard no_grad;
+  lm_loss->bias.zero_();
+}
+
+torch::Tensor XLNetLMHeadModelImpl::Logits(const torch::Tensor& h) {
+  return torch::nn::functional::linear(h, transformer->word_embedding->weight,
+                                       lm_loss->bias);                          // [..., V]
+}
+
+XLNetLMOutputs XLNetLMHeadModelImpl::forward(const XLNetInputs& inputs,
+                                             const XLNetForwardOptions& options) {
+  XLNetLMOutputs out;
+  static_cast<XLNetOutputs&>(out) = transformer->forward(inputs, options);
+  out.logits = Logits(out.query_hidden_state.defined() ? out.query_hidden_state
+                                                       : out.last_hidden_state);
+  return out;
+}
+
+torch::Tensor PartialPredictionLoss(const torch::Tensor& logits,
+                                    const torch::Tensor& labels,
+                                    const torch::Tensor& target_mask) {
+  TORCH_CHECK(logits.dim() == labels.dim() + 1 &&
+                  logits.sizes().slice(0, labels.dim()).equals(labels.sizes()),
+              "loss: logits ", logits.sizes(), " vs labels ", labels.sizes());
+  auto valid = labels >= 0;                                   // HF ignore_index -100
+  auto logp = torch::log_softmax(logits.to(torch::kFloat), -1);
+  auto nll = -logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1);  // [B, P]
+  auto weight = valid.to(torch::kFloat);
+  if (target_mask.defined()) weight = weight * target_mask.to(torch::kFloat);
+  return (nll * weight).sum() / weight.sum().clamp_min(1e-12);
+}
+
+}  // namespace xlnet

@@ -1,0 +1,142 @@
+// Helpers shared by the model tests: fixture paths, tensor files, diffs.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "common/safetensors.h"
+#include "model/checkpoint.h"
+#include "model/xlnet.h"
+
+namespace xlnet::testing {
+
+inline std::string GoldenDir() {
+  return std::string(XLNET_SOURCE_DIR) + "/tests/fixtures/golden_tiny";
+}
+
+// All tensors of a safetensors file by name (test aborts on error).
+inline std::map<std::string, torch::Tensor> ReadTensors(const std::string& path) {
+  auto file = SafetensorsFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  std::map<std::string, torch::Tensor> out;
+  if (!file.ok()) return out;
+  auto all = file->LoadAll();
+  EXPECT_TRUE(all.ok()) << all.status();
+  if (!all.ok()) return out;
+  for (auto& [name, t] : *all) out[name] = t;
+  return out;
+}
+
+inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  if (!a.sizes().equals(b.sizes())) return 1e30;
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+// MaxAbsDiff, also printed as "[ diff ] name: value" for the test log.
+inline double ReportDiff(const std::string& name, const torch::Tensor& a,
+                         const torch::Tensor& b) {
+  const double d = MaxAbsDiff(a, b);
+  std::printf("[ diff     ] %s max_abs_diff=%.3g\n", name.c_str(), d);
+  return d;
+}
+
+// The golden tiny model (fp32, eval mode).
+inline XLNetLMHeadModel LoadGoldenModel(const std::string& config = "config.json") {
+  auto model = LoadPretrained(GoldenDir());
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (config != "config.json") {
+    auto cfg = ReadModelConfigJson(GoldenDir() + "/" + config);
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    XLNetLMHeadModel other(*cfg);
+    auto status = LoadStateDict(*other, HfStateDict(**model), "golden");
+    EXPECT_TRUE(status.ok()) << status;
+    other->eval();
+    return other;
+  }
+  (*model)->eval();
+  return *model;
+}
+
+// A small random model (seeded), weights N(0, 0.3) so attention is far from
+// uniform, dropout 0, eval mode.
+inline XLNetLMHeadModel MakeRandomModel(XLNetConfig config, uint64_t seed) {
+  torch::manual_seed(seed);
+  config.initializer_range = 0.3;
+  XLNetLMHeadModel model(config);
+  model->eval();
+  return model;
+}
+
+inline XLNetConfig TinyConfig() {
+  XLNetConfig c;
+  c.vocab_size = 50;
+  c.d_model = 32;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.d_head = 8;
+  c.d_inner = 64;
+  c.dropout = 0.0;
+  c.mem_len = 6;
+  return c;
+}
+
+// Permutation-LM inputs like the golden ones: `pad[b]` left-padded positions,
+// the last position a functional <cls> (id 3, segment 2), a random
+// factorisation order over the real positions, the last `p` non-functional
+// positions of the order are the targets (target_mapping sorted by position).
+inline XLNetInputs MakePlmInputs(int64_t b, int64_t l, int64_t p, int64_t vocab,
+                                 std::vector<int64_t> pad, uint64_t seed) {
+  torch::manual_seed(seed);
+  XLNetInputs x;
+  x.input_ids = torch::randint(10, vocab, {b, l}, torch::kLong);
+  x.token_type_ids = torch::zeros({b, l}, torch::kLong);
+  x.attention_mask = torch::ones({b, l});
+  x.perm_mask = torch::zeros({b, l, l});
+  x.target_mapping = torch::zeros({b, p, l});
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t npad = pad.empty() ? 0 : pad[r];
+    x.input_ids[r][l - 1] = 3;
+    for (int64_t i = 0; i < l; ++i) {
+      if (i < npad) {
+        x.input_ids[r][i] = 5;
+        x.token_type_ids[r][i] = 3;
+        x.attention_mask[r][i] = 0;
+      } else if (i >= (npad + l - 1) / 2) {
+        x.token_type_ids[r][i] = 1;
+      }
+    }
+    x.token_type_ids[r][l - 1] = 2;
+    auto order = torch::randperm(l - npad, torch::kLong) + npad;  // real positions
+    std::vector<int64_t> rank(l, -1), self_rank(l, 0);
+    std::vector<bool> target(l, false), functional(l, false);
+    functional[l - 1] = true;
+    int64_t found = 0;
+    for (int64_t k = l - npad - 1; k >= 0 && found < p; --k) {
+      int64_t pos = order[k].item<int64_t>();
+      if (!functional[pos]) {
+        target[pos] = true;
+        ++found;
+      }
+    }
+    for (int64_t k = 0; k < l - npad; ++k) {
+      int64_t pos = order[k].item<int64_t>();
+      if (target[pos] || functional[pos]) rank[pos] = k;
+    }
+    for (int64_t i = 0; i < l; ++i) self_rank[i] = target[i] ? rank[i] : rank[i] + 1;
+    int64_t t = 0;
+    for (int64_t i = 0; i < l; ++i) {
+      for (int64_t j = 0; j < l; ++j) {
+        if ((target[j] || functional[j]) && self_rank[i] <= rank[j]) x.perm_mask[r][i][j] = 1;
+      }
+      if (target[i]) x.target_mapping[r][t++][i] = 1;
+    }
+  }
+  return x;
+}
+
+}  // namespace xlnet::testing
