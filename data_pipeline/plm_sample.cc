@@ -338,9 +338,12 @@ void BuildSample(const StreamAccess& stream, int64_t pos, bool reverse,
       row[j] = (mof[j] && self_rev[i] <= rev[j]) ? 1.0f : 0.0f;
     }
     if (reuse_row) {
-      for (int64_t j = R; j < L; ++j) row[j] = 1.0f;
+      std::fill(row + R, row + L, 1.0f);
+    } else {
+      std::fill(row, row + R, 0.0f);
     }
   }
+  std::fill(out.target_mapping, out.target_mapping + P * L, 0.0f);
   // Targets in position order, padded to num_predict.
   int64_t t = 0;
   for (int64_t i = 0; i < L; ++i) {

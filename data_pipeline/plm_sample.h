@@ -92,11 +92,12 @@ MaskResult SampleMask(const int32_t* ids, int64_t n,
                       int64_t goal, const SpanOptions& options, Rng& rng);
 
 // Output slots of one sample (pointers into batch tensors, row-major).
+// Every element is written; the memory need not be initialised.
 struct SampleOut {
   int64_t* input_ids = nullptr;       // [L]
   int64_t* token_type_ids = nullptr;  // [L]
-  float* perm_mask = nullptr;         // [L, L], zero-initialised
-  float* target_mapping = nullptr;    // [P, L], zero-initialised
+  float* perm_mask = nullptr;         // [L, L]
+  float* target_mapping = nullptr;    // [P, L]
   int64_t* target = nullptr;          // [P]
   float* target_mask = nullptr;       // [P]
   bool* is_masked = nullptr;          // [L]

@@ -1,6 +1,7 @@
 #include "data_pipeline/sampler.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,57 @@ class Sampler::RowStream : public StreamAccess {
   int64_t base_;
   int64_t length_;
   bool reverse_;
+};
+
+// Recycles batch buffers: a tensor's memory goes back to the pool when the
+// consumer drops it, so steady-state batches reuse warm pages instead of
+// fresh (page-faulting) allocations. The pool outlives the sampler for as
+// long as any of its tensors do.
+class Sampler::BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  ~BufferPool() {
+    for (auto& [bytes, ptr] : free_) std::free(ptr);
+  }
+
+  torch::Tensor Take(std::vector<int64_t> shape, torch::ScalarType dtype) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const size_t bytes =
+        std::max<size_t>(1, numel * c10::elementSize(dtype));
+    void* ptr = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i) {
+        if (free_[i].first == bytes) {
+          ptr = free_[i].second;
+          free_[i] = free_.back();
+          free_.pop_back();
+          break;
+        }
+      }
+    }
+    if (ptr == nullptr) {
+      ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+      TORCH_CHECK(ptr != nullptr, "out of memory allocating ", bytes, " bytes");
+    }
+    auto self = shared_from_this();
+    return torch::from_blob(
+        ptr, shape, [self, bytes](void* p) { self->Give(p, bytes); },
+        torch::TensorOptions().dtype(dtype));
+  }
+
+ private:
+  void Give(void* ptr, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.size() < kMaxFree) {
+      free_.emplace_back(bytes, ptr);
+    } else {
+      std::free(ptr);
+    }
+  }
+  static constexpr size_t kMaxFree = 256;
+  std::mutex mu_;
+  std::vector<std::pair<size_t, void*>> free_;
 };
 
 std::vector<std::pair<std::string, torch::Tensor>> PlmBatch::Named() const {
@@ -116,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
 
   auto sampler = std::unique_ptr<Sampler>(new Sampler());
   Sampler& s = *sampler;
+  s.pool_ = std::make_shared<BufferPool>();
   s.options_ = options;
   XLNET_ASSIGN_OR_RETURN(s.shards_, ShardSet::Open(data_dir, options.verify));
   const std::string tokenizer_path =
@@ -205,13 +258,13 @@ PlmBatch Sampler::BuildBatch(int64_t step,
   const int64_t L = d.seq_len;
   const int64_t P = d.num_predict;
   PlmBatch b;
-  b.input_ids = torch::empty({n, L}, torch::kInt64);
-  b.token_type_ids = torch::empty({n, L}, torch::kInt64);
-  b.perm_mask = torch::zeros({n, L, L}, torch::kFloat32);
-  b.target_mapping = torch::zeros({n, P, L}, torch::kFloat32);
-  b.target = torch::empty({n, P}, torch::kInt64);
-  b.target_mask = torch::empty({n, P}, torch::kFloat32);
-  b.is_masked = torch::empty({n, L}, torch::kBool);
+  b.input_ids = pool_->Take({n, L}, torch::kInt64);
+  b.token_type_ids = pool_->Take({n, L}, torch::kInt64);
+  b.perm_mask = pool_->Take({n, L, L}, torch::kFloat32);
+  b.target_mapping = pool_->Take({n, P, L}, torch::kFloat32);
+  b.target = pool_->Take({n, P}, torch::kInt64);
+  b.target_mask = pool_->Take({n, P}, torch::kFloat32);
+  b.is_masked = pool_->Take({n, L}, torch::kBool);
   const int64_t epoch = step / steps_per_epoch_;
   const int64_t pos = (step % steps_per_epoch_) * stride_;
   const int64_t offset = EpochOffset(epoch);

@@ -118,6 +118,7 @@ class Sampler {
 
  private:
   class RowStream;
+  class BufferPool;
   Sampler() = default;
   void StartWorkers();
   void StopWorkers();
@@ -125,6 +126,7 @@ class Sampler {
   int64_t EpochOffset(int64_t epoch) const;
 
   SamplerOptions options_;
+  std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<ShardSet> shards_;
   Corpus corpus_;
   std::unique_ptr<Tokenizer> tokenizer_;
