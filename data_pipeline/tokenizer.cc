@@ -536,6 +536,9 @@ absl::Status Tokenizer::EncodeProcessed(const std::string& processed,
 }
 
 absl::StatusOr<Encoding> Tokenizer::Encode(std::string_view text) const {
+  if (!IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("text to encode is not valid UTF-8");
+  }
   const PreprocessedText p = PreprocessText(text, rules_, true);
   Encoding enc;
   std::vector<uint32_t> begin;

@@ -121,9 +121,10 @@ class Tokenizer {
   ~Tokenizer();
 
   // Applies the text rules, then SentencePiece and the digit-comma fix;
-  // with offsets into `text`. `text` must be valid UTF-8.
+  // with offsets into `text`. Invalid UTF-8 is an InvalidArgument error.
   absl::StatusOr<Encoding> Encode(std::string_view text) const;
-  // Ids only (the fast path used for shards).
+  // Ids only (the fast path used for shards; the caller validates UTF-8,
+  // invalid bytes would be encoded as U+FFFD).
   absl::Status EncodeIds(std::string_view text,
                          std::vector<int32_t>* ids) const;
 

@@ -259,6 +259,8 @@ TEST(TokenizerTest, OffsetsMapBackToOriginalText) {
       EXPECT_EQ(enc->char_end[k], ce);
     }
   }
+  EXPECT_EQ(tok->Encode("bad \xFF byte").status().code(),
+            absl::StatusCode::kInvalidArgument);
   // `` becomes the user-defined piece ", whose range is the two backquotes.
   auto enc = tok->Encode("The ``quick'' fox");
   ASSERT_TRUE(enc.ok());
