@@ -172,6 +172,13 @@ TEST(TokenizerTest, TrainingIsDeterministic) {
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(*a, *b);
+  // A freshly trained model (the fixture's may be cached) has XLNet's ids.
+  auto tok = Tokenizer::FromBytes(*a, "fresh.model");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->vocab_size(), 300);
+  for (int id = 0; id < 9; ++id) EXPECT_EQ((*tok)->IdToPiece(id), SpecialPieces()[id]);
+  EXPECT_EQ((*tok)->IdToPiece(12), "\"");
+  EXPECT_EQ((*tok)->IdToPiece(17), "\xE2\x96\x81");
 }
 
 TEST(TokenizerTest, RefusesModelWithOtherSpecialIds) {
