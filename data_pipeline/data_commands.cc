@@ -141,6 +141,10 @@ absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
       << sampler->num_streams() << ", stream length "
       << sampler->stream_length() << ", " << sampler->steps_per_epoch()
       << " steps per epoch)\n";
+  if (backward) {
+    out << "backward stream: tokens are in reverse order (read right to "
+           "left); spans are sampled on the flipped sequence\n";
+  }
   const int64_t a_len = debug.split.a_end - debug.split.a_begin;
   const int64_t b_len = debug.split.b_end - debug.split.b_begin;
   out << "layout: reuse [0," << R << ") A [" << R << "," << R + a_len

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -297,6 +298,61 @@ TEST(TokenizerTest, DigitCommaPiecesAreSplit) {
                      piece[piece.size() - 2] <= '9')
             << "digit-comma piece survived: " << piece;
       }
+    }
+  }
+}
+
+TEST(TokenizerTest, DigitCommaReencodingMatchesOfficialEncodePieces) {
+  // A corpus where SentencePiece learns pieces like "▁12," so the rule fires.
+  const std::string path = TempDir() + "/digits.txt";
+  std::string text;
+  for (const std::string& line : SampleLines(200)) text += line + "\n";
+  for (int i = 0; i < 400; ++i) {
+    text += "In 1961, 12, 345, and 6789, the counts 12, 345, rose by 12,345 units.\n";
+  }
+  WriteAll(path, text);
+  TokenizerTrainOptions o;
+  o.inputs = {path};
+  o.vocab_size = 200;
+  auto bytes = TrainTokenizer(o);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto tok = Tokenizer::FromBytes(*bytes, "digits.model");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  spm::BridgeProcessor raw;
+  ASSERT_EQ(raw.LoadFromBytes(*bytes), "");
+  const std::string input = "In 1961, 12, 345, and 6789, x12,";
+  std::vector<std::string> pieces;
+  ASSERT_EQ(raw.EncodePieces(input, &pieces), "");
+  // The official encode_pieces, written out.
+  std::vector<std::string> expected;
+  bool fired = false;
+  for (const std::string& piece : pieces) {
+    if (piece.size() > 1 && piece.back() == ',' &&
+        std::isdigit(static_cast<unsigned char>(piece[piece.size() - 2]))) {
+      fired = true;
+      std::vector<std::string> cur;
+      ASSERT_EQ(raw.EncodePieces(StripUnderline(piece.substr(0, piece.size() - 1)), &cur), "");
+      const bool had = piece.rfind("\xE2\x96\x81", 0) == 0;
+      if (!had && !cur.empty() && cur[0].rfind("\xE2\x96\x81", 0) == 0) {
+        if (cur[0].size() == 3) {
+          cur.erase(cur.begin());
+        } else {
+          cur[0] = cur[0].substr(3);
+        }
+      }
+      cur.push_back(",");
+      expected.insert(expected.end(), cur.begin(), cur.end());
+    } else {
+      expected.push_back(piece);
+    }
+  }
+  ASSERT_TRUE(fired) << "no digit-comma piece learned; the test needs one";
+  auto enc = (*tok)->Encode(input);
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(enc->pieces, expected);
+  for (size_t k = 0; k < enc->pieces.size(); ++k) {
+    if (enc->pieces[k] == ",") {
+      EXPECT_EQ(input.substr(enc->begin[k], enc->end[k] - enc->begin[k]), ",");
     }
   }
 }
