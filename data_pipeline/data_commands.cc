@@ -1,0 +1,205 @@
+#include "data_pipeline/data_commands.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/safetensors.h"
+#include "common/status.h"
+#include "data_pipeline/sampler.h"
+
+namespace xlnet::data {
+namespace {
+
+SamplerOptions MakeSamplerOptions(const std::string& data_dir,
+                                  const Config& config, int rank,
+                                  int world_size, Split split) {
+  SamplerOptions o;
+  o.data = config.data;
+  o.batch_size = config.train.batch_size;
+  o.seed = config.train.seed;
+  o.rank = rank;
+  o.world_size = world_size;
+  o.split = split;
+  return o;
+}
+
+}  // namespace
+
+absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
+                                const std::string& out, std::ostream& log) {
+  if (out.empty()) return absl::InvalidArgumentError("no output file (--out)");
+  const auto start = std::chrono::steady_clock::now();
+  TokenizerTrainStats stats;
+  XLNET_ASSIGN_OR_RETURN(std::string bytes, TrainTokenizer(options, &stats));
+  // Check what we wrote loads as an XLNet tokenizer before keeping it.
+  XLNET_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromBytes(bytes, out, options.rules));
+  XLNET_RETURN_IF_ERROR(WriteFileAtomic(out, bytes));
+  const double secs = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  log << absl::StrFormat(
+      "wrote %s: %d pieces, hash %s, trained on %d sentences (%d invalid "
+      "UTF-8 and %d over-long lines skipped) in %.1f s\n",
+      out, tok->vocab_size(), tok->hash(), stats.sentences,
+      stats.skipped_invalid_utf8, stats.skipped_overlong, secs);
+  return absl::OkStatus();
+}
+
+absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
+  if (options.batches < 1) {
+    return absl::InvalidArgumentError("--batches must be >= 1");
+  }
+  if (options.out.empty()) return absl::InvalidArgumentError("no --out file");
+  XLNET_ASSIGN_OR_RETURN(
+      auto sampler,
+      Sampler::Create(options.data_dir,
+                      MakeSamplerOptions(options.data_dir, options.config,
+                                         options.rank, options.world_size,
+                                         options.split)));
+  const SamplerState first = sampler->State();
+  std::map<std::string, std::vector<torch::Tensor>> parts;
+  std::vector<std::string> order;
+  for (int64_t n = 0; n < options.batches; ++n) {
+    const PlmBatch batch = sampler->Next();
+    for (const auto& [name, tensor] : batch.Named()) {
+      if (n == 0) order.push_back(name);
+      parts[name].push_back(tensor);
+    }
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const std::string& name : order) {
+    tensors.emplace_back(name, torch::stack(parts[name]));
+  }
+  const DataConfig& d = options.config.data;
+  std::map<std::string, std::string> metadata = {
+      {"format", "xlnet-plm-batches"},
+      {"batches", std::to_string(options.batches)},
+      {"global_batch_size", std::to_string(options.config.train.batch_size)},
+      {"rank", std::to_string(options.rank)},
+      {"world_size", std::to_string(options.world_size)},
+      {"seed", std::to_string(options.config.train.seed)},
+      {"split", options.split == Split::kTrain ? "train" : "eval"},
+      {"seq_len", std::to_string(d.seq_len)},
+      {"reuse_len", std::to_string(d.reuse_len)},
+      {"perm_size", std::to_string(d.perm_size)},
+      {"num_predict", std::to_string(d.num_predict)},
+      {"bi_data", d.bi_data ? "true" : "false"},
+      {"official_span_quirks", d.official_span_quirks ? "true" : "false"},
+      {"global_rows", [&] {
+         std::string rows;
+         for (int64_t r : sampler->local_rows()) {
+           absl::StrAppend(&rows, rows.empty() ? "" : ",", r);
+         }
+         return rows;
+       }()},
+      {"sampler_state_begin", first.ToString()},
+      {"sampler_state_end", sampler->State().ToString()},
+  };
+  XLNET_RETURN_IF_ERROR(WriteSafetensors(options.out, tensors, metadata));
+  log << "wrote " << options.out << ": " << options.batches << " batches of "
+      << sampler->local_rows().size() << " rows (rank " << options.rank
+      << " of " << options.world_size << "), seq_len " << d.seq_len << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
+  SamplerOptions so = MakeSamplerOptions(options.data_dir, options.config, 0, 1,
+                                         options.split);
+  so.data.prefetch_batches = 0;
+  XLNET_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(options.data_dir, so));
+  if (options.row < 0 || options.row >= options.config.train.batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--row ", options.row, " is not in [0, batch_size=",
+        options.config.train.batch_size, ")"));
+  }
+  if (options.step < 0) return absl::InvalidArgumentError("--step must be >= 0");
+  SampleDebug debug;
+  const PlmBatch b = sampler->BuildRow(options.step, options.row, &debug);
+  const Tokenizer& tok = sampler->tokenizer();
+  const DataConfig& d = options.config.data;
+  const int64_t L = d.seq_len;
+  const int64_t R = d.reuse_len;
+  auto ids = b.input_ids[0];
+  auto types = b.token_type_ids[0];
+  auto masked = b.is_masked[0];
+  auto tmask = b.target_mask[0];
+  auto mapping = b.target_mapping[0];
+  std::vector<uint8_t> is_target(L, 0);
+  for (int64_t k = 0; k < d.num_predict; ++k) {
+    if (tmask[k].item<float>() > 0) {
+      is_target[mapping[k].argmax().item<int64_t>()] = 1;
+    }
+  }
+  const bool backward = options.row >= sampler->num_streams();
+  out << "step " << options.step << ", row " << options.row << " ("
+      << (backward ? "backward" : "forward") << " stream "
+      << options.row % sampler->num_streams() << " of "
+      << sampler->num_streams() << ", stream length "
+      << sampler->stream_length() << ", " << sampler->steps_per_epoch()
+      << " steps per epoch)\n";
+  if (backward) {
+    out << "backward stream: tokens are in reverse order (read right to "
+           "left); spans are sampled on the flipped sequence\n";
+  }
+  const int64_t a_len = debug.split.a_end - debug.split.a_begin;
+  const int64_t b_len = debug.split.b_end - debug.split.b_begin;
+  out << "layout: reuse [0," << R << ") A [" << R << "," << R + a_len
+      << ") <sep> " << R + a_len << " B [" << R + a_len + 1 << ","
+      << R + a_len + 1 + b_len << ") <sep> " << L - 2 << " <cls> " << L - 1
+      << "; label " << debug.split.label
+      << (debug.split.label ? " (B continues A)" : " (B is random)") << "\n";
+  int64_t n_targets = 0;
+  for (int64_t i = 0; i < L; ++i) n_targets += is_target[i];
+  out << "targets: " << n_targets << " of num_predict " << d.num_predict
+      << " (masked: " << masked.sum().item<int64_t>() << ")\n\n";
+
+  // The text by segment, targets in [brackets].
+  for (int seg = 0; seg <= 2; ++seg) {
+    out << "segment " << seg << ": ";
+    bool open = false;
+    for (int64_t i = 0; i < L; ++i) {
+      if (types[i].item<int64_t>() != seg) continue;
+      if (seg == 0 && i == R && R > 0) out << " |reuse end| ";
+      const bool t = is_target[i] != 0;
+      if (t && !open) out << "[";
+      if (!t && open) out << "]";
+      open = t;
+      out << tok.DecodeForDisplay({static_cast<int32_t>(ids[i].item<int64_t>())});
+    }
+    if (open) out << "]";
+    out << "\n";
+  }
+  // Prediction order: targets and functional tokens by factorisation index.
+  out << "\nfactorisation order (per half; * = target, others are masked/"
+         "functional and never predicted):\n";
+  for (int half = 0; half < 2; ++half) {
+    const int64_t lo = half == 0 ? 0 : R;
+    const int64_t hi = half == 0 ? R : L;
+    std::vector<std::pair<int64_t, int64_t>> by_order;
+    for (int64_t i = lo; i < hi; ++i) {
+      if (debug.order[i] >= 0) by_order.emplace_back(debug.order[i], i);
+    }
+    std::sort(by_order.begin(), by_order.end());
+    out << (half == 0 ? "  reuse half: " : "  second half: ");
+    for (const auto& [o, i] : by_order) {
+      out << tok.IdToPiece(static_cast<int32_t>(ids[i].item<int64_t>())) << "@"
+          << i << (is_target[i] ? "*" : "") << " ";
+    }
+    out << "\n";
+  }
+  out << "\n pos seg order target token\n";
+  for (int64_t i = 0; i < L; ++i) {
+    out << absl::StrFormat(
+        "%4d %3d %5s %6s %s\n", i, types[i].item<int64_t>(),
+        debug.order[i] >= 0 ? absl::StrCat(debug.order[i]) : "-",
+        is_target[i] ? "*" : (masked[i].item<bool>() ? "m" : ""),
+        tok.IdToPiece(static_cast<int32_t>(ids[i].item<int64_t>())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace xlnet::data

@@ -1,0 +1,166 @@
+// XLNet's tokenizer: a SentencePiece unigram model with the special pieces
+// at fixed ids, XLNet's text rules (`preprocess_text`), the digit-comma
+// re-encoding of `encode_pieces`, and offsets of every piece back into the
+// original text.
+//
+//   XLNET_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load("spiece.model", rules));
+//   XLNET_ASSIGN_OR_RETURN(Encoding enc, tok->Encode("The ``quick'' fox"));
+//   // enc.ids, enc.pieces, enc.begin/end (bytes), enc.char_begin/char_end
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace xlnet::data {
+
+namespace spm {
+class BridgeProcessor;
+}  // namespace spm
+
+// XLNet's special ids (official data_utils.py `special_symbols`).
+inline constexpr int32_t kUnkId = 0;
+inline constexpr int32_t kBosId = 1;
+inline constexpr int32_t kEosId = 2;
+inline constexpr int32_t kClsId = 3;
+inline constexpr int32_t kSepId = 4;
+inline constexpr int32_t kPadId = 5;
+inline constexpr int32_t kMaskId = 6;
+inline constexpr int32_t kEodId = 7;
+inline constexpr int32_t kEopId = 8;
+// The pieces at ids 0..8, in id order.
+const std::vector<std::string>& SpecialPieces();
+
+// Options of XLNet's `preprocess_text`.
+struct TextRules {
+  // Lowercase (official `uncased`).
+  bool uncased = false;
+  // Keep accents; otherwise NFKD and drop combining marks.
+  bool keep_accents = false;
+};
+
+// Text after `preprocess_text`, with where each of its bytes came from.
+struct PreprocessedText {
+  std::string text;
+  // For byte k of `text`: the byte range [src_begin[k], src_end[k]) of the
+  // original character it was produced from (filled only when asked).
+  std::vector<uint32_t> src_begin;
+  std::vector<uint32_t> src_end;
+};
+
+// XLNet's `preprocess_text`: strip and collapse whitespace (Python's
+// str.split() set) to single spaces; `` and '' -> "; unless keep_accents,
+// NFKD and drop combining marks; lowercase if uncased. Processing is per
+// character, which equals the official whole-string result except for the
+// context-dependent Greek final sigma when lowercasing. Invalid UTF-8 bytes
+// become U+FFFD (callers validate first; see IsValidUtf8).
+PreprocessedText PreprocessText(std::string_view original,
+                                const TextRules& rules, bool with_offsets);
+
+// Whether `text` is well-formed UTF-8 (no overlongs, surrogates or values
+// above U+10FFFF).
+bool IsValidUtf8(std::string_view text);
+
+// One encoded text.
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<std::string> pieces;
+  // Byte range [begin, end) of each piece in the ORIGINAL text, leading
+  // whitespace excluded (a lone "▁" gets an empty range).
+  std::vector<int64_t> begin;
+  std::vector<int64_t> end;
+  // The same ranges in Unicode code points (Python string indices).
+  std::vector<int64_t> char_begin;
+  std::vector<int64_t> char_end;
+};
+
+// Options of `TrainTokenizer`.
+struct TokenizerTrainOptions {
+  // Text files: one sentence per line, blank line between documents.
+  std::vector<std::string> inputs;
+  int vocab_size = 32000;
+  TextRules rules;
+  // SentencePiece trainer threads; a fixed count gives a fixed model.
+  int threads = 1;
+  uint32_t seed = 42;
+  // Sentences sampled for training (official: 10M, shuffled).
+  int64_t max_sentences = 10000000;
+  // Longer lines are skipped.
+  int64_t max_line_bytes = 1 << 20;
+};
+
+// Statistics of one training run.
+struct TokenizerTrainStats {
+  int64_t sentences = 0;
+  int64_t skipped_invalid_utf8 = 0;
+  int64_t skipped_overlong = 0;
+};
+
+// Trains the official recipe: unigram, character_coverage 0.99995, control
+// symbols <cls> <sep> <pad> <mask> <eod>, user-defined <eop> . ( ) " - – £ €,
+// so <unk> 0 <s> 1 </s> 2 <cls> 3 <sep> 4 <pad> 5 <mask> 6 <eod> 7 <eop> 8.
+// Returns the bytes of the .model file.
+absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
+                                           TokenizerTrainStats* stats = nullptr);
+
+class Tokenizer {
+ public:
+  // Loads a .model file and checks XLNet's special ids; a model whose
+  // special pieces sit elsewhere is refused with an error naming the file.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(
+      const std::string& path, const TextRules& rules = {});
+  // The same from the file's bytes; `source` names it in errors.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromBytes(
+      const std::string& model_bytes, const std::string& source,
+      const TextRules& rules = {});
+  ~Tokenizer();
+
+  // Applies the text rules, then SentencePiece and the digit-comma fix;
+  // with offsets into `text`. Invalid UTF-8 is an InvalidArgument error.
+  absl::StatusOr<Encoding> Encode(std::string_view text) const;
+  // Ids only (the fast path used for shards; the caller validates UTF-8,
+  // invalid bytes would be encoded as U+FFFD).
+  absl::Status EncodeIds(std::string_view text,
+                         std::vector<int32_t>* ids) const;
+
+  int vocab_size() const;
+  const std::string& IdToPiece(int32_t id) const;
+  int32_t PieceToId(const std::string& piece) const;
+  // The official `_is_start_piece`: starts with "▁" or "<", or is a single
+  // ASCII punctuation character of its list.
+  bool IsStartPiece(int32_t id) const;
+  // Pieces joined with "▁" shown as spaces (for display).
+  std::string DecodeForDisplay(const std::vector<int32_t>& ids) const;
+
+  // FNV-1a 64 of the model bytes, as 16 hex digits.
+  const std::string& hash() const { return hash_; }
+  const std::string& model_bytes() const { return model_bytes_; }
+  const TextRules& rules() const { return rules_; }
+
+ private:
+  Tokenizer() = default;
+  // The official `encode_pieces` over preprocessed text, offsets relative
+  // to `processed` (or none when `pieces_out` has no offsets asked).
+  absl::Status EncodeProcessed(const std::string& processed,
+                               std::vector<std::string>* pieces,
+                               std::vector<uint32_t>* begin,
+                               std::vector<uint32_t>* end) const;
+
+  std::unique_ptr<spm::BridgeProcessor> processor_;
+  std::string model_bytes_;
+  std::string hash_;
+  TextRules rules_;
+  std::vector<uint8_t> is_start_piece_;
+};
+
+// FNV-1a 64-bit hash (used for checksums and document hashes).
+uint64_t Fnv1a64(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
+// 16 lowercase hex digits.
+std::string HexU64(uint64_t value);
+
+}  // namespace xlnet::data

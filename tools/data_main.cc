@@ -1,0 +1,192 @@
+// xlnet-data: tokenizer training, corpus shards and permutation-LM batches.
+//
+//   xlnet-data tokenizer --input FILES --vocab_size N --out spiece.model
+//   xlnet-data prepare   --input FILES_OR_GLOBS --tokenizer spiece.model --out DIR
+//   xlnet-data dump      --data DIR --config CFG --batches N --out F.safetensors
+//   xlnet-data inspect   --data DIR --config CFG
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/flags.h"
+#include "common/status.h"
+#include "common/tool_main.h"
+#include "data_pipeline/data_commands.h"
+#include "data_pipeline/shards.h"
+#include "data_pipeline/tokenizer.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "VERB [flags]\n\n"
+    "  tokenizer  train a SentencePiece model with XLNet's special ids\n"
+    "  prepare    tokenize text files into shards (+ manifest.json)\n"
+    "  dump       write N sampler batches to a safetensors file\n"
+    "  inspect    print one sample decoded, with targets and order\n\n"
+    "`xlnet-data VERB --help` lists a verb's flags.";
+
+// Loads --config (or defaults) with --set overrides.
+absl::StatusOr<xlnet::Config> LoadConfigFlags(
+    const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return xlnet::ParseConfig("", "<defaults>", overrides);
+  return xlnet::LoadConfig(path, overrides);
+}
+
+absl::StatusOr<xlnet::data::Split> ParseSplit(const std::string& s) {
+  if (s == "train") return xlnet::data::Split::kTrain;
+  if (s == "eval") return xlnet::data::Split::kEval;
+  return absl::InvalidArgumentError("--split must be train or eval (got '" + s +
+                                    "')");
+}
+
+absl::Status RunTokenizer(int argc, char** argv) {
+  xlnet::data::TokenizerTrainOptions o;
+  std::vector<std::string> inputs;
+  std::string out;
+  int64_t vocab_size = 32000, threads = 1, seed = 42;
+  int64_t max_sentences = o.max_sentences;
+  xlnet::FlagParser flags("xlnet-data tokenizer",
+                          "--input FILE [--input FILE ...] --vocab_size N "
+                          "--out spiece.model [--uncased]");
+  flags.AddRepeated("input", &inputs, "text file (one sentence a line); repeatable");
+  flags.AddInt("vocab_size", &vocab_size, "number of pieces");
+  flags.AddString("out", &out, "the .model file to write");
+  flags.AddBool("uncased", &o.rules.uncased, "lowercase the text");
+  flags.AddBool("keep_accents", &o.rules.keep_accents,
+                "keep accents (skip NFKD + combining-mark removal)");
+  flags.AddInt("threads", &threads,
+               "trainer threads (a fixed count gives a fixed model)");
+  flags.AddInt("seed", &seed, "random seed of the trainer");
+  flags.AddInt("max_sentences", &max_sentences,
+               "sentences sampled for training (official 10M)");
+  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  XLNET_ASSIGN_OR_RETURN(o.inputs, xlnet::data::ExpandInputs(inputs));
+  o.vocab_size = static_cast<int>(vocab_size);
+  o.threads = static_cast<int>(threads);
+  o.seed = static_cast<uint32_t>(seed);
+  o.max_sentences = max_sentences;
+  return xlnet::data::TrainTokenizerFile(o, out, std::cout);
+}
+
+absl::Status RunPrepare(int argc, char** argv) {
+  xlnet::data::PrepareOptions o;
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int64_t workers = 1;
+  bool uncased = false, keep_accents = false;
+  xlnet::FlagParser flags("xlnet-data prepare",
+                          "--input FILES_OR_GLOBS --tokenizer spiece.model "
+                          "--out DIR [--workers N] [--strict]");
+  flags.AddRepeated("input", &o.inputs, "text file or glob; repeatable");
+  flags.AddString("tokenizer", &o.tokenizer_path,
+                  "spiece.model (default: data.tokenizer of --config)");
+  flags.AddString("out", &o.out_dir, "output directory");
+  flags.AddInt("workers", &workers, "tokenizer threads");
+  flags.AddBool("strict", &o.strict,
+                "fail on invalid UTF-8, over-long lines or empty files");
+  flags.AddInt("shard_bytes", &o.shard_bytes, "text bytes per shard (target)");
+  flags.AddInt("max_line_bytes", &o.max_line_bytes, "longest line accepted");
+  flags.AddBool("uncased", &uncased, "lowercase (overrides data.uncased)");
+  flags.AddBool("keep_accents", &keep_accents,
+                "keep accents (overrides data.keep_accents)");
+  flags.AddConfigFlags(&config_path, &overrides);
+  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  XLNET_ASSIGN_OR_RETURN(xlnet::Config config,
+                         LoadConfigFlags(config_path, overrides));
+  o.rules.uncased = flags.WasSet("uncased") ? uncased : config.data.uncased;
+  o.rules.keep_accents =
+      flags.WasSet("keep_accents") ? keep_accents : config.data.keep_accents;
+  o.use_eod = config.data.use_eod;
+  if (o.tokenizer_path.empty()) o.tokenizer_path = config.data.tokenizer;
+  if (o.tokenizer_path.empty()) {
+    return absl::InvalidArgumentError("no --tokenizer given");
+  }
+  if (o.inputs.empty()) return absl::InvalidArgumentError("no --input given");
+  o.workers = static_cast<int>(workers);
+  XLNET_ASSIGN_OR_RETURN(xlnet::data::PrepareReport report,
+                         xlnet::data::PrepareShards(o));
+  std::cout << "prepared " << o.out_dir << ": " << report.Summary() << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status RunDump(int argc, char** argv) {
+  xlnet::data::DumpOptions o;
+  std::string config_path, split = "train";
+  std::vector<std::string> overrides;
+  int64_t rank = 0, world_size = 1;
+  xlnet::FlagParser flags("xlnet-data dump",
+                          "--data DIR --config CFG [--set k=v] --batches N "
+                          "--out F.safetensors [--rank R --world_size W]");
+  flags.AddString("data", &o.data_dir, "directory from xlnet-data prepare");
+  flags.AddInt("batches", &o.batches, "number of batches");
+  flags.AddString("out", &o.out, "safetensors file to write");
+  flags.AddInt("rank", &rank, "this rank");
+  flags.AddInt("world_size", &world_size, "number of ranks");
+  flags.AddString("split", &split, "train or eval");
+  flags.AddConfigFlags(&config_path, &overrides);
+  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
+  XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
+  XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
+  o.rank = static_cast<int>(rank);
+  o.world_size = static_cast<int>(world_size);
+  return xlnet::data::DumpBatches(o, std::cout);
+}
+
+absl::Status RunInspect(int argc, char** argv) {
+  xlnet::data::InspectOptions o;
+  std::string config_path, split = "train";
+  std::vector<std::string> overrides;
+  xlnet::FlagParser flags("xlnet-data inspect",
+                          "--data DIR --config CFG [--set k=v] [--step S] "
+                          "[--row R]");
+  flags.AddString("data", &o.data_dir, "directory from xlnet-data prepare");
+  flags.AddInt("step", &o.step, "sampler step");
+  flags.AddInt("row", &o.row, "global batch row");
+  flags.AddString("split", &split, "train or eval");
+  flags.AddConfigFlags(&config_path, &overrides);
+  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
+  XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
+  XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
+  return xlnet::data::InspectSample(o, std::cout);
+}
+
+absl::Status Run(int argc, char** argv) {
+  const std::string verb = argc >= 2 ? argv[1] : "";
+  if (verb.empty() || verb == "--help" || verb == "-h" || verb == "help") {
+    std::cout << "usage: xlnet-data " << kUsage << "\n";
+    return verb.empty() ? absl::InvalidArgumentError("no verb given")
+                        : absl::OkStatus();
+  }
+  // The verb's flags start after it (argv[1] plays the program name).
+  if (verb == "tokenizer") return RunTokenizer(argc - 1, argv + 1);
+  if (verb == "prepare") return RunPrepare(argc - 1, argv + 1);
+  if (verb == "dump") return RunDump(argc - 1, argv + 1);
+  if (verb == "inspect") return RunInspect(argc - 1, argv + 1);
+  return absl::InvalidArgumentError("unknown verb '" + verb +
+                                    "'; verbs: tokenizer, prepare, dump, inspect");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return xlnet::RunTool("xlnet-data", argc, argv, &Run);
+}
