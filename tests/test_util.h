@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -48,6 +50,29 @@ inline CommandResult RunCommand(const std::string& command) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// Starts `command` with /bin/sh in its own process group, output appended
+// to `log_path`; returns its pid (kill with KillGroup, reap with WaitPid).
+inline pid_t SpawnCommand(const std::string& command, const std::string& log_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const std::string full = command + " >> '" + log_path + "' 2>&1";
+    execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Sends `sig` to the process group started by SpawnCommand.
+inline void KillGroup(pid_t pid, int sig) { kill(-pid, sig); }
+
+// Waits for `pid`; returns its exit code, or 128 + signal.
+inline int WaitPid(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // Path of a built tool: ToolPath("inspect") -> build/bin/xlnet-inspect.

@@ -1,0 +1,250 @@
+#include "pretrain/plm_unit.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/runtime.h"
+#include "common/status.h"
+#include "model/checkpoint.h"
+#include "model/precision.h"
+
+namespace xlnet {
+namespace {
+
+std::string StateFile(int rank) {
+  return absl::StrCat("plm_state.rank", rank, ".safetensors");
+}
+
+torch::Tensor StringTensor(const std::string& s) {
+  return torch::from_blob(const_cast<char*>(s.data()),
+                          {static_cast<int64_t>(s.size())}, torch::kUInt8)
+      .clone();
+}
+
+std::string TensorString(const torch::Tensor& t) {
+  const torch::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+}
+
+bool SameArchitecture(const XLNetConfig& a, const XLNetConfig& b) {
+  return a.vocab_size == b.vocab_size && a.d_model == b.d_model &&
+         a.n_layer == b.n_layer && a.n_head == b.n_head && a.d_head == b.d_head &&
+         a.d_inner == b.d_inner && a.untie_r == b.untie_r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(const PlmUnitOptions& options) {
+  Config config = options.config;
+  const TrainConfig& train = config.train;
+  XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(train.device));
+  XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(train.dtype));
+  XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
+  // The model's memory follows the data layout (official: reuse_len is both
+  // a data and a model flag, and so is bi_data).
+  if (config.model.bi_data != config.data.bi_data) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.bi_data (", config.model.bi_data, ") must equal data.bi_data (",
+        config.data.bi_data, ") for pretraining"));
+  }
+  if (!config.model.reuse_len) config.model.reuse_len = config.data.reuse_len;
+  if (*config.model.reuse_len != config.data.reuse_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.reuse_len (", *config.model.reuse_len, ") must equal data.reuse_len (",
+        config.data.reuse_len, ") so memory holds the reused half"));
+  }
+  const int64_t per_step = options.world_size * train.grad_accum_steps;
+  if (train.batch_size % per_step != 0 ||
+      (config.data.bi_data && (train.batch_size / per_step) % 2 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train.batch_size=", train.batch_size, " must split evenly over ",
+        options.world_size, " ranks x ", train.grad_accum_steps,
+        " micro-batches", config.data.bi_data ? " into even (forward+backward) halves" : ""));
+  }
+
+  std::unique_ptr<PlmUnit> unit(new PlmUnit(config, device, dtype));
+  unit->accum_ = train.grad_accum_steps;
+  unit->mems_.resize(unit->accum_);
+  data::SamplerOptions sampler_options;
+  sampler_options.data = config.data;
+  sampler_options.batch_size = train.batch_size;
+  sampler_options.seed = train.seed;
+  sampler_options.rank = options.rank;
+  sampler_options.world_size = options.world_size;
+  XLNET_ASSIGN_OR_RETURN(unit->train_,
+                         data::Sampler::Create(options.data_dir, sampler_options));
+  if (unit->train_->tokenizer().vocab_size() > config.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the tokenizer has ", unit->train_->tokenizer().vocab_size(),
+        " pieces but model.vocab_size is ", config.model.vocab_size));
+  }
+  if (train.eval_steps > 0 && config.data.eval_fraction > 0) {
+    sampler_options.split = data::Split::kEval;
+    sampler_options.data.prefetch_batches = 0;
+    XLNET_ASSIGN_OR_RETURN(unit->eval_,
+                           data::Sampler::Create(options.data_dir, sampler_options));
+  }
+
+  if (!options.init_dir.empty()) {
+    LoadOptions load;
+    load.ignore_prefixes = FineTuningHeadPrefixes();
+    XLNET_ASSIGN_OR_RETURN(unit->model_, LoadPretrained(options.init_dir, load));
+    if (!SameArchitecture(unit->model_->config(), config.model)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.init_dir, ": its architecture differs from the config's model section"));
+    }
+  } else {
+    torch::manual_seed(train.seed);
+    unit->model_ = XLNetLMHeadModel(config.model);
+    unit->model_->ResetParameters();
+  }
+  unit->model_->to(device);
+  // Dropout streams differ per rank; initialisation above did not.
+  torch::manual_seed(train.seed + 7919 * (options.rank + 1));
+  return unit;
+}
+
+NamedTensors PlmUnit::Parameters() {
+  NamedTensors out;
+  for (const auto& item : model_->named_parameters()) {
+    out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+NamedTensors PlmUnit::StateDict() { return HfStateDict(*model_); }
+
+void PlmUnit::SetTraining(bool training) { model_->train(training); }
+
+torch::Tensor PlmUnit::MicroRows(int64_t local_batch, int64_t micro) const {
+  if (!config_.data.bi_data) {
+    const int64_t n = local_batch / accum_;
+    return torch::arange(micro * n, (micro + 1) * n);
+  }
+  // Keep the [forward; backward] halves the model expects.
+  const int64_t half = local_batch / 2, n = half / accum_;
+  return torch::cat({torch::arange(micro * n, (micro + 1) * n),
+                     torch::arange(half + micro * n, half + (micro + 1) * n)});
+}
+
+StepOutput PlmUnit::Forward(const data::PlmBatch& batch,
+                            std::vector<torch::Tensor>* mems) {
+  XLNetInputs inputs;
+  inputs.input_ids = batch.input_ids.to(device_);
+  inputs.token_type_ids = batch.token_type_ids.to(device_);
+  inputs.perm_mask = batch.perm_mask.to(device_);
+  inputs.target_mapping = batch.target_mapping.to(device_);
+  inputs.mems = *mems;
+  const torch::Tensor target = batch.target.to(device_);
+  const torch::Tensor target_mask = batch.target_mask.to(device_);
+  XLNetForwardOptions forward;
+  forward.use_mems = config_.model.mem_len.value_or(0) > 0;
+  StepOutput out;
+  torch::Tensor logits;
+  {
+    AutocastGuard autocast(device_, dtype_);
+    XLNetLMOutputs result = model_->forward(inputs, forward);
+    logits = result.logits;
+    *mems = std::move(result.new_mems);
+  }
+  out.loss = PartialPredictionLoss(logits, target, target_mask);
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor correct =
+        (logits.argmax(-1) == target).to(torch::kFloat) * target_mask;
+    out.metrics["accuracy"] =
+        correct.sum().item<double>() / std::max(1.0, target_mask.sum().item<double>());
+    out.metrics["targets"] = target_mask.sum().item<double>();
+  }
+  out.tokens = batch.input_ids.numel();
+  return out;
+}
+
+StepOutput PlmUnit::TrainStep() {
+  if (micro_ == 0) current_ = train_->Next();
+  StepOutput out;
+  if (accum_ == 1) {
+    out = Forward(current_, &mems_[0]);
+  } else {
+    const torch::Tensor rows = MicroRows(current_.input_ids.size(0), micro_);
+    data::PlmBatch slice;
+    slice.input_ids = current_.input_ids.index_select(0, rows);
+    slice.token_type_ids = current_.token_type_ids.index_select(0, rows);
+    slice.perm_mask = current_.perm_mask.index_select(0, rows);
+    slice.target_mapping = current_.target_mapping.index_select(0, rows);
+    slice.target = current_.target.index_select(0, rows);
+    slice.target_mask = current_.target_mask.index_select(0, rows);
+    out = Forward(slice, &mems_[micro_]);
+  }
+  micro_ = (micro_ + 1) % accum_;
+  out.metrics.erase("targets");
+  return out;
+}
+
+std::map<std::string, double> PlmUnit::Evaluate() {
+  if (!eval_) return {};
+  // The same held-out batches every time, so evaluations compare.
+  data::SamplerState start = eval_->State();
+  start.step = 0;
+  if (!eval_->Restore(start).ok()) return {};
+  std::vector<torch::Tensor> mems;
+  double loss_sum = 0, correct = 0, targets = 0;
+  for (int64_t i = 0; i < config_.train.eval_batches; ++i) {
+    StepOutput out = Forward(eval_->Next(), &mems);
+    const double n = out.metrics["targets"];
+    loss_sum += out.loss.item<double>() * n;
+    correct += out.metrics["accuracy"] * n;
+    targets += n;
+  }
+  if (targets == 0) return {};
+  return {{"loss", loss_sum / targets}, {"accuracy", correct / targets}};
+}
+
+absl::Status PlmUnit::SaveUnitState(int rank, std::map<std::string, NamedTensors>* files) {
+  TORCH_CHECK(micro_ == 0, "checkpoint in the middle of an accumulation step");
+  NamedTensors state;
+  state.emplace_back("sampler_state", StringTensor(train_->State().ToString()));
+  state.emplace_back("rows", torch::tensor(train_->local_rows(), torch::kInt64));
+  state.emplace_back("grad_accum_steps", torch::tensor(accum_));
+  for (int64_t m = 0; m < accum_; ++m) {
+    for (size_t l = 0; l < mems_[m].size(); ++l) {
+      state.emplace_back(absl::StrCat("mems.", m, ".", l), mems_[m][l]);
+    }
+  }
+  (*files)[StateFile(rank)] = std::move(state);
+  return absl::OkStatus();
+}
+
+absl::Status PlmUnit::LoadUnitState(const std::string& dir, int rank) {
+  // Any rank's file holds the (rank-independent) sampler position.
+  std::string path = absl::StrCat(dir, "/", StateFile(rank));
+  const bool own = PathExists(path);
+  if (!own) path = absl::StrCat(dir, "/", StateFile(0));
+  XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
+  XLNET_ASSIGN_OR_RETURN(torch::Tensor text, file.Load("sampler_state"));
+  XLNET_ASSIGN_OR_RETURN(data::SamplerState state,
+                         data::SamplerState::FromString(TensorString(text)));
+  XLNET_RETURN_IF_ERROR(Annotate(train_->Restore(state), path));
+  micro_ = 0;
+  for (auto& m : mems_) m.clear();
+  XLNET_ASSIGN_OR_RETURN(torch::Tensor rows, file.Load("rows"));
+  XLNET_ASSIGN_OR_RETURN(torch::Tensor accum, file.Load("grad_accum_steps"));
+  const bool same_layout =
+      own && accum.item<int64_t>() == accum_ &&
+      torch::equal(rows, torch::tensor(train_->local_rows(), torch::kInt64));
+  if (!same_layout) {
+    XLOG(WARNING) << dir << ": the rank/accumulation layout changed since this "
+                  << "checkpoint; the data continues exactly but memory starts empty";
+    return absl::OkStatus();
+  }
+  for (int64_t m = 0; m < accum_; ++m) {
+    for (int64_t l = 0; l < config_.model.n_layer; ++l) {
+      const std::string name = absl::StrCat("mems.", m, ".", l);
+      if (!file.Contains(name)) break;
+      XLNET_ASSIGN_OR_RETURN(torch::Tensor mem, file.Load(name));
+      mems_[m].push_back(mem.to(device_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace xlnet

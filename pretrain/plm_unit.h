@@ -1,0 +1,71 @@
+// The permutation-LM objective as a TrainUnit: sampler batch -> XLNet
+// two-stream forward with memory -> partial-prediction loss.
+//
+// Micro-batches (train.grad_accum_steps = k) are k row slices of one sampler
+// step, each keeping the [forward; backward] halves with bi_data, so k
+// micro-batches see exactly the rows of one k-times-larger batch. Memory is
+// carried per slice across steps (row r at step t+1 continues row r at t),
+// detached, and saved with the sampler position in every checkpoint.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "data_pipeline/sampler.h"
+#include "model/xlnet.h"
+#include "pretrain/trainer.h"
+
+namespace xlnet {
+
+struct PlmUnitOptions {
+  Config config;
+  // Prepared shards (xlnet-data prepare).
+  std::string data_dir;
+  // Start from this model directory instead of a fresh initialisation.
+  std::string init_dir;
+  int rank = 0;
+  int world_size = 1;
+};
+
+class PlmUnit : public TrainUnit {
+ public:
+  static absl::StatusOr<std::unique_ptr<PlmUnit>> Create(const PlmUnitOptions& options);
+
+  NamedTensors Parameters() override;
+  NamedTensors StateDict() override;
+  XLNetConfig ModelConfig() override { return config_.model; }
+  void SetTraining(bool training) override;
+  StepOutput TrainStep() override;
+  std::map<std::string, double> Evaluate() override;
+  absl::Status SaveUnitState(int rank,
+                             std::map<std::string, NamedTensors>* files) override;
+  absl::Status LoadUnitState(const std::string& dir, int rank) override;
+
+  XLNetLMHeadModel& model() { return model_; }
+  const data::Sampler& sampler() const { return *train_; }
+
+ private:
+  PlmUnit(Config config, torch::Device device, torch::ScalarType dtype)
+      : config_(std::move(config)), device_(device), dtype_(dtype) {}
+  // Rows of the local batch that micro-batch `micro` takes.
+  torch::Tensor MicroRows(int64_t local_batch, int64_t micro) const;
+  // Forward + loss on one batch with `mems` (updated in place).
+  StepOutput Forward(const data::PlmBatch& batch, std::vector<torch::Tensor>* mems);
+
+  Config config_;
+  torch::Device device_;
+  torch::ScalarType dtype_;
+  XLNetLMHeadModel model_{nullptr};
+  std::unique_ptr<data::Sampler> train_;
+  std::unique_ptr<data::Sampler> eval_;
+  int64_t accum_ = 1;
+  int64_t micro_ = 0;
+  data::PlmBatch current_;
+  // mems_[micro][layer]: [M, rows of that micro-batch, D].
+  std::vector<std::vector<torch::Tensor>> mems_;
+};
+
+}  // namespace xlnet

@@ -1,0 +1,199 @@
+// xlnet-pretrain end to end on the bundled Brown sample: the binaries a user
+// runs (xlnet-data tokenizer/prepare, xlnet-pretrain), their files, signals,
+// resume after SIGKILL, data parallel and accumulation.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "common/safetensors.h"
+#include "pretrain/checkpoint.h"
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::SourcePath;
+using testing::ToolPath;
+
+class PretrainE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new testing::TempDir();
+    const std::string corpus = SourcePath("data/sample/brown_sample.txt");
+    CommandResult r = RunCommand(ToolPath("data") + " tokenizer --input " + corpus +
+                                 " --vocab_size 1000 --out " + tmp_->Join("spiece.model"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = RunCommand(ToolPath("data") + " prepare --input " + corpus + " --tokenizer " +
+                   tmp_->Join("spiece.model") + " --out " + tmp_->Join("data") +
+                   " --workers 2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+
+  // The command line of a tiny pretraining run into `run_dir`.
+  static std::string Command(const std::string& run_dir, const std::string& extra) {
+    return ToolPath("pretrain") + " --config " + SourcePath("configs/tiny.yaml") +
+           " --data " + tmp_->Join("data") + " --out " + run_dir +
+           " --set train.threads=1 --set train.eval_steps=0 " + extra;
+  }
+
+  static std::vector<nlohmann::json> Metrics(const std::string& run_dir) {
+    std::ifstream in(run_dir + "/metrics.jsonl");
+    std::vector<nlohmann::json> out;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+    }
+    return out;
+  }
+
+  static std::vector<double> Losses(const std::string& run_dir) {
+    std::vector<double> out;
+    for (const auto& m : Metrics(run_dir)) {
+      if (m.contains("loss")) out.push_back(m["loss"].get<double>());
+    }
+    return out;
+  }
+
+  static NamedTensors Weights(const std::string& checkpoint) {
+    auto file = SafetensorsFile::Open(checkpoint + "/model.safetensors");
+    EXPECT_TRUE(file.ok()) << file.status();
+    return file.ok() ? *file->LoadAll() : NamedTensors{};
+  }
+
+  static double MaxDiff(const NamedTensors& a, const NamedTensors& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      worst = std::max(worst, (a[i].second - b[i].second).abs().max().item<double>());
+    }
+    return worst;
+  }
+
+  static testing::TempDir* tmp_;
+};
+
+testing::TempDir* PretrainE2ETest::tmp_ = nullptr;
+
+TEST_F(PretrainE2ETest, LossFallsOnRealText) {
+  testing::TempDir run;
+  CommandResult r = RunCommand(Command(run.path(), "--set train.max_steps=60 "
+                                                   "--set train.log_steps=5 "
+                                                   "--set train.save_steps=0"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> losses = Losses(run.path());
+  ASSERT_EQ(losses.size(), 12u);
+  // Starts near ln(vocab) = 6.9 for a fresh model and falls clearly.
+  EXPECT_GT(losses.front(), 6.0);
+  EXPECT_LT(losses.front(), 7.5);
+  EXPECT_LT(losses.back(), losses.front() - 1.0) << r.output;
+  for (const auto& m : Metrics(run.path())) {
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens_per_sec"}) {
+      EXPECT_TRUE(m.contains(key)) << key;
+    }
+  }
+  EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_60")).ok());
+  EXPECT_TRUE(PathExists(run.Join("config.yaml")));
+  EXPECT_TRUE(PathExists(run.Join("checkpoints/step_60/plm_state.rank0.safetensors")));
+}
+
+TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
+  testing::TempDir run;
+  const std::string log = run.Join("log.txt");
+  const pid_t pid = testing::SpawnCommand(
+      Command(run.path(), "--set train.max_steps=100000 --set train.save_steps=0 "
+                          "--set train.log_steps=1"),
+      log);
+  // Wait for a few logged steps, then SIGTERM.
+  for (int i = 0; i < 600 && Metrics(run.path()).size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  testing::KillGroup(pid, SIGTERM);
+  const int code = testing::WaitPid(pid);
+  auto text = ReadFile(log);
+  EXPECT_EQ(code, 0) << (text.ok() ? *text : "");
+  CheckpointManager manager(run.path(), 0);
+  ASSERT_FALSE(manager.ListSteps().empty());
+  EXPECT_TRUE(manager.LatestValid().has_value());
+}
+
+TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
+  testing::TempDir full, killed;
+  const std::string settings =
+      "--set train.max_steps=30 --set train.save_steps=4 --set train.log_steps=1";
+  CommandResult r = RunCommand(Command(full.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> expected = Losses(full.path());
+  ASSERT_EQ(expected.size(), 30u);
+
+  // Kill at a (seeded) random moment, after 6..20 logged steps.
+  std::mt19937 rng(20261122);
+  const size_t kill_after = std::uniform_int_distribution<size_t>(6, 20)(rng);
+  const pid_t pid =
+      testing::SpawnCommand(Command(killed.path(), settings), killed.Join("log.txt"));
+  for (int i = 0; i < 1200 && Metrics(killed.path()).size() < kill_after; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  testing::KillGroup(pid, SIGKILL);
+  EXPECT_EQ(testing::WaitPid(pid), 128 + SIGKILL);
+  r = RunCommand(Command(killed.path(), settings + " --resume latest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> got = Losses(killed.path());
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+  EXPECT_EQ(MaxDiff(Weights(full.Join("checkpoints/step_30")),
+                    Weights(killed.Join("checkpoints/step_30"))),
+            0.0);
+}
+
+TEST_F(PretrainE2ETest, TwoGlooRanksMatchOneRank) {
+  testing::TempDir one, two;
+  const std::string settings =
+      "--set train.max_steps=4 --set train.save_steps=0 --set model.dropout=0";
+  CommandResult r = RunCommand(Command(one.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(Command(two.path(), settings + " --nproc_per_node 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double diff = MaxDiff(Weights(one.Join("checkpoints/step_4")),
+                              Weights(two.Join("checkpoints/step_4")));
+  EXPECT_LE(diff, 1e-6);
+  RecordProperty("max_abs_param_diff", std::to_string(diff));
+  EXPECT_TRUE(PathExists(two.Join("checkpoints/step_4/plm_state.rank1.safetensors")));
+}
+
+TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
+  testing::TempDir one, accum;
+  const std::string settings =
+      "--set train.max_steps=3 --set train.save_steps=0 --set model.dropout=0";
+  CommandResult r = RunCommand(Command(one.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(Command(accum.path(), settings + " --set train.grad_accum_steps=4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double diff = MaxDiff(Weights(one.Join("checkpoints/step_3")),
+                              Weights(accum.Join("checkpoints/step_3")));
+  EXPECT_LE(diff, 1e-6);
+}
+
+TEST_F(PretrainE2ETest, BadInputGivesOneLineErrors) {
+  testing::TempDir run;
+  CommandResult r = RunCommand(ToolPath("pretrain") + " --config " +
+                               SourcePath("configs/tiny.yaml") + " --out " + run.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--data is required"), std::string::npos) << r.output;
+  r = RunCommand(Command(run.path(), "--set model.vocab_size=100"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("1000 pieces but model.vocab_size is 100"), std::string::npos)
+      << r.output;
+  r = RunCommand(Command(run.path(), "--set train.batch_size=6 --set train.grad_accum_steps=2 "
+                                     "--set data.bi_data=true --set model.bi_data=true"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("must split evenly"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace xlnet
