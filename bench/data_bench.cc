@@ -147,6 +147,11 @@ absl::Status Run(int argc, char** argv) {
   so.data.prefetch_batches = 4;
   so.data.loader_threads = loader_threads;
   XLNET_ASSIGN_OR_RETURN(auto prefetching, xlnet::data::Sampler::Create(dir, so));
+  const double many_hot = time_batches(*prefetching, 0);
+  std::cout << absl::StrFormat(
+      "sampler, Next() with %d loader threads (prefetch 4), batch dropped at "
+      "once: %.1f batches/s (%.0f tokens/s)\n",
+      loader_threads, many_hot, many_hot * tokens_per_batch);
   const double many = time_batches(*prefetching, 8);
   std::cout << absl::StrFormat(
       "sampler, Next() with %d loader threads (prefetch 4), consumer holds 8: "

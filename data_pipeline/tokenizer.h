@@ -144,8 +144,8 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
-  // The official `encode_pieces` over preprocessed text, offsets relative
-  // to `processed` (or none when `pieces_out` has no offsets asked).
+  // The official `encode_pieces` over preprocessed text; byte offsets into
+  // `processed` when `begin`/`end` are given (nullptr: pieces only).
   absl::Status EncodeProcessed(const std::string& processed,
                                std::vector<std::string>* pieces,
                                std::vector<uint32_t>* begin,

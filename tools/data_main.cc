@@ -65,6 +65,8 @@ absl::Status RunTokenizer(int argc, char** argv) {
     std::cout << flags.Help();
     return absl::OkStatus();
   }
+  // `--input a.txt b.txt` leaves b.txt positional: take those too.
+  inputs.insert(inputs.end(), flags.positional().begin(), flags.positional().end());
   XLNET_ASSIGN_OR_RETURN(o.inputs, xlnet::data::ExpandInputs(inputs));
   o.vocab_size = static_cast<int>(vocab_size);
   o.threads = static_cast<int>(threads);
@@ -110,6 +112,8 @@ absl::Status RunPrepare(int argc, char** argv) {
   if (o.tokenizer_path.empty()) {
     return absl::InvalidArgumentError("no --tokenizer given");
   }
+  o.inputs.insert(o.inputs.end(), flags.positional().begin(),
+                  flags.positional().end());
   if (o.inputs.empty()) return absl::InvalidArgumentError("no --input given");
   o.workers = static_cast<int>(workers);
   XLNET_ASSIGN_OR_RETURN(xlnet::data::PrepareReport report,
@@ -138,6 +142,10 @@ absl::Status RunDump(int argc, char** argv) {
     std::cout << flags.Help();
     return absl::OkStatus();
   }
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError("unexpected argument '" +
+                                      flags.positional()[0] + "'");
+  }
   if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
@@ -162,6 +170,10 @@ absl::Status RunInspect(int argc, char** argv) {
   if (flags.help_requested()) {
     std::cout << flags.Help();
     return absl::OkStatus();
+  }
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError("unexpected argument '" +
+                                      flags.positional()[0] + "'");
   }
   if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));

@@ -234,6 +234,14 @@ TEST(TokenizerTest, PreprocessTextFollowsXlnetRules) {
 TEST(TokenizerTest, OffsetsMapBackToOriginalText) {
   auto tok = LoadTok();
   std::vector<std::string> texts = SampleLines(300);
+  // XLNET_OFFSETS_CORPUS=FILE checks every line of a bigger corpus too.
+  if (const char* extra = std::getenv("XLNET_OFFSETS_CORPUS")) {
+    std::ifstream in(extra);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (IsValidUtf8(line)) texts.push_back(line);
+    }
+  }
   texts.push_back("  The ``quick''   brown fox, 1,000,000 caf\xC3\xA9s \xE2\x80\x93 \xC2\xA3" "5!  ");
   texts.push_back("Na\xC3\xAFve r\xC3\xA9sum\xC3\xA9: 12,3 and 4,56, ok");
   for (const std::string& text : texts) {
