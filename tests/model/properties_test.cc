@@ -393,6 +393,47 @@ TEST(ModelTest, DropoutOnlyInTraining) {
   EXPECT_GT(MaxAbsDiff(t1, e1), 1e-4);
 }
 
+TEST(ModelTest, FeedForwardActivations) {
+  auto config = TinyConfig();
+  torch::manual_seed(23);
+  auto x = torch::randn({2, 3, 32});
+  for (const char* act : {"gelu", "gelu_new", "relu"}) {
+    config.ff_activation = act;
+    FeedForward ff(config);
+    torch::NoGradGuard no_grad;
+    for (auto& p : ff->parameters()) p.normal_(0.0, 0.3);
+    auto h = ff->layer_1(x);
+    torch::Tensor a;
+    if (std::string(act) == "gelu") {
+      a = 0.5 * h * (1 + torch::erf(h / std::sqrt(2.0)));
+    } else if (std::string(act) == "gelu_new") {
+      a = 0.5 * h * (1 + torch::tanh(std::sqrt(2.0 / M_PI) * (h + 0.044715 * h.pow(3))));
+    } else {
+      a = h.clamp_min(0);
+    }
+    auto want = ff->layer_norm(ff->layer_2(a) + x);
+    EXPECT_LT(MaxAbsDiff(ff->forward(x), want), 1e-5) << act;
+  }
+}
+
+TEST(PrecisionTest, Bf16BackwardIsFinite) {
+  auto model = MakeRandomModel(TinyConfig(), 24);
+  model->train();
+  auto x = MakePlmInputs(2, 8, 2, 50, {3, 0}, 25);
+  torch::Tensor loss;
+  {
+    AutocastGuard autocast(torch::kCPU, torch::kBFloat16);
+    auto out = model->forward(x);
+    loss = PartialPredictionLoss(out.logits, x.input_ids.gather(1, x.target_mapping.argmax(2)));
+  }
+  loss.backward();
+  for (const auto& item : model->named_parameters()) {
+    ASSERT_TRUE(item.value().grad().defined()) << item.key();
+    EXPECT_EQ(item.value().grad().scalar_type(), torch::kFloat) << item.key();
+    EXPECT_TRUE(torch::isfinite(item.value().grad()).all().item<bool>()) << item.key();
+  }
+}
+
 TEST(ModelTest, InitAndNames) {
   auto config = TinyConfig();
   config.untie_r = false;
