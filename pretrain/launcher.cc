@@ -47,7 +47,8 @@ absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
-  XLOG(INFO) << "launching " << nproc << " local ranks (MASTER_PORT " << port << ")";
+  XLOG(INFO) << "launching " << nproc << " local ranks (MASTER_PORT " << port
+             << ")";
 
   std::vector<pid_t> pids;
   for (int rank = 0; rank < nproc; ++rank) {
@@ -91,7 +92,8 @@ absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
     if (pid > 0) {
       for (int r = 0; r < nproc; ++r) {
         if (pids[r] != pid) continue;
-        exit_codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        exit_codes[r] =
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         --alive;
         if (exit_codes[r] != 0 && failed_rank < 0) {
           failed_rank = r;
@@ -100,7 +102,8 @@ absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
           for (int o = 0; o < nproc; ++o) {
             if (exit_codes[o] < 0) ::kill(pids[o], SIGTERM);
           }
-          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          deadline =
+              std::chrono::steady_clock::now() + std::chrono::seconds(30);
         }
       }
       continue;
@@ -113,7 +116,8 @@ absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (failed_rank >= 0) {
-    return absl::InternalError(absl::StrCat("rank ", failed_rank, " failed with exit code ",
+    return absl::InternalError(absl::StrCat("rank ", failed_rank,
+                                            " failed with exit code ",
                                             exit_codes[failed_rank]));
   }
   if (forwarded) XLOG(INFO) << "all ranks stopped after a signal";

@@ -27,13 +27,15 @@ std::string TensorString(const torch::Tensor& t) {
 
 bool SameArchitecture(const XLNetConfig& a, const XLNetConfig& b) {
   return a.vocab_size == b.vocab_size && a.d_model == b.d_model &&
-         a.n_layer == b.n_layer && a.n_head == b.n_head && a.d_head == b.d_head &&
-         a.d_inner == b.d_inner && a.untie_r == b.untie_r;
+         a.n_layer == b.n_layer && a.n_head == b.n_head &&
+         a.d_head == b.d_head && a.d_inner == b.d_inner &&
+         a.untie_r == b.untie_r;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(const PlmUnitOptions& options) {
+absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
+    const PlmUnitOptions& options) {
   Config config = options.config;
   const TrainConfig& train = config.train;
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(train.device));
@@ -48,9 +50,10 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(const PlmUnitOptions& o
   }
   if (!config.model.reuse_len) config.model.reuse_len = config.data.reuse_len;
   if (*config.model.reuse_len != config.data.reuse_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.reuse_len (", *config.model.reuse_len, ") must equal data.reuse_len (",
-        config.data.reuse_len, ") so memory holds the reused half"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.reuse_len (", *config.model.reuse_len,
+                     ") must equal data.reuse_len (", config.data.reuse_len,
+                     ") so memory holds the reused half"));
   }
   const int64_t per_step = options.world_size * train.grad_accum_steps;
   if (train.batch_size % per_step != 0 ||
@@ -58,7 +61,8 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(const PlmUnitOptions& o
     return absl::InvalidArgumentError(absl::StrCat(
         "train.batch_size=", train.batch_size, " must split evenly over ",
         options.world_size, " ranks x ", train.grad_accum_steps,
-        " micro-batches", config.data.bi_data ? " into even (forward+backward) halves" : ""));
+        " micro-batches",
+        config.data.bi_data ? " into even (forward+backward) halves" : ""));
   }
 
   std::unique_ptr<PlmUnit> unit(new PlmUnit(config, device, dtype));
@@ -70,8 +74,8 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(const PlmUnitOptions& o
   sampler_options.seed = train.seed;
   sampler_options.rank = options.rank;
   sampler_options.world_size = options.world_size;
-  XLNET_ASSIGN_OR_RETURN(unit->train_,
-                         data::Sampler::Create(options.data_dir, sampler_options));
+  XLNET_ASSIGN_OR_RETURN(
+      unit->train_, data::Sampler::Create(options.data_dir, sampler_options));
   if (unit->train_->tokenizer().vocab_size() > config.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the tokenizer has ", unit->train_->tokenizer().vocab_size(),
@@ -80,17 +84,19 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(const PlmUnitOptions& o
   if (train.eval_steps > 0 && config.data.eval_fraction > 0) {
     sampler_options.split = data::Split::kEval;
     sampler_options.data.prefetch_batches = 0;
-    XLNET_ASSIGN_OR_RETURN(unit->eval_,
-                           data::Sampler::Create(options.data_dir, sampler_options));
+    XLNET_ASSIGN_OR_RETURN(
+        unit->eval_, data::Sampler::Create(options.data_dir, sampler_options));
   }
 
   if (!options.init_dir.empty()) {
     LoadOptions load;
     load.ignore_prefixes = FineTuningHeadPrefixes();
-    XLNET_ASSIGN_OR_RETURN(unit->model_, LoadPretrained(options.init_dir, load));
+    XLNET_ASSIGN_OR_RETURN(unit->model_,
+                           LoadPretrained(options.init_dir, load));
     if (!SameArchitecture(unit->model_->config(), config.model)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          options.init_dir, ": its architecture differs from the config's model section"));
+          options.init_dir,
+          ": its architecture differs from the config's model section"));
     }
   } else {
     torch::manual_seed(train.seed);
@@ -146,14 +152,19 @@ StepOutput PlmUnit::Forward(const data::PlmBatch& batch,
     logits = result.logits;
     *mems = std::move(result.new_mems);
   }
-  out.loss = PartialPredictionLoss(logits, target, target_mask);
+  // Summed over targets; the trainer divides by the global target count.
+  const torch::Tensor ce = torch::nn::functional::cross_entropy(
+      logits.to(torch::kFloat).reshape({-1, logits.size(-1)}),
+      target.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  out.loss = (ce * target_mask.reshape({-1})).sum();
+  out.normalizer = target_mask.sum().item<double>();
   {
     torch::NoGradGuard no_grad;
     const torch::Tensor correct =
         (logits.argmax(-1) == target).to(torch::kFloat) * target_mask;
     out.metrics["accuracy"] =
-        correct.sum().item<double>() / std::max(1.0, target_mask.sum().item<double>());
-    out.metrics["targets"] = target_mask.sum().item<double>();
+        correct.sum().item<double>() / std::max(1.0, out.normalizer);
   }
   out.tokens = batch.input_ids.numel();
   return out;
@@ -176,7 +187,6 @@ StepOutput PlmUnit::TrainStep() {
     out = Forward(slice, &mems_[micro_]);
   }
   micro_ = (micro_ + 1) % accum_;
-  out.metrics.erase("targets");
   return out;
 }
 
@@ -190,8 +200,8 @@ std::map<std::string, double> PlmUnit::Evaluate() {
   double loss_sum = 0, correct = 0, targets = 0;
   for (int64_t i = 0; i < config_.train.eval_batches; ++i) {
     StepOutput out = Forward(eval_->Next(), &mems);
-    const double n = out.metrics["targets"];
-    loss_sum += out.loss.item<double>() * n;
+    const double n = out.normalizer;
+    loss_sum += out.loss.item<double>();
     correct += out.metrics["accuracy"] * n;
     targets += n;
   }
@@ -199,11 +209,13 @@ std::map<std::string, double> PlmUnit::Evaluate() {
   return {{"loss", loss_sum / targets}, {"accuracy", correct / targets}};
 }
 
-absl::Status PlmUnit::SaveUnitState(int rank, std::map<std::string, NamedTensors>* files) {
+absl::Status PlmUnit::SaveUnitState(
+    int rank, std::map<std::string, NamedTensors>* files) {
   TORCH_CHECK(micro_ == 0, "checkpoint in the middle of an accumulation step");
   NamedTensors state;
   state.emplace_back("sampler_state", StringTensor(train_->State().ToString()));
-  state.emplace_back("rows", torch::tensor(train_->local_rows(), torch::kInt64));
+  state.emplace_back("rows",
+                     torch::tensor(train_->local_rows(), torch::kInt64));
   state.emplace_back("grad_accum_steps", torch::tensor(accum_));
   for (int64_t m = 0; m < accum_; ++m) {
     for (size_t l = 0; l < mems_[m].size(); ++l) {
@@ -232,8 +244,9 @@ absl::Status PlmUnit::LoadUnitState(const std::string& dir, int rank) {
       own && accum.item<int64_t>() == accum_ &&
       torch::equal(rows, torch::tensor(train_->local_rows(), torch::kInt64));
   if (!same_layout) {
-    XLOG(WARNING) << dir << ": the rank/accumulation layout changed since this "
-                  << "checkpoint; the data continues exactly but memory starts empty";
+    XLOG(WARNING)
+        << dir << ": the rank/accumulation layout changed since this "
+        << "checkpoint; the data continues exactly but memory starts empty";
     return absl::OkStatus();
   }
   for (int64_t m = 0; m < accum_; ++m) {

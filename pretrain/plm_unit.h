@@ -32,7 +32,8 @@ struct PlmUnitOptions {
 
 class PlmUnit : public TrainUnit {
  public:
-  static absl::StatusOr<std::unique_ptr<PlmUnit>> Create(const PlmUnitOptions& options);
+  static absl::StatusOr<std::unique_ptr<PlmUnit>> Create(
+      const PlmUnitOptions& options);
 
   NamedTensors Parameters() override;
   NamedTensors StateDict() override;
@@ -40,8 +41,8 @@ class PlmUnit : public TrainUnit {
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;
-  absl::Status SaveUnitState(int rank,
-                             std::map<std::string, NamedTensors>* files) override;
+  absl::Status SaveUnitState(
+      int rank, std::map<std::string, NamedTensors>* files) override;
   absl::Status LoadUnitState(const std::string& dir, int rank) override;
 
   XLNetLMHeadModel& model() { return model_; }
@@ -53,7 +54,8 @@ class PlmUnit : public TrainUnit {
   // Rows of the local batch that micro-batch `micro` takes.
   torch::Tensor MicroRows(int64_t local_batch, int64_t micro) const;
   // Forward + loss on one batch with `mems` (updated in place).
-  StepOutput Forward(const data::PlmBatch& batch, std::vector<torch::Tensor>* mems);
+  StepOutput Forward(const data::PlmBatch& batch,
+                     std::vector<torch::Tensor>* mems);
 
   Config config_;
   torch::Device device_;

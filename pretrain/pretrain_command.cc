@@ -21,19 +21,24 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   std::string config_path, data_dir, out_dir, resume, init_dir;
   std::vector<std::string> overrides;
   int64_t nproc = 1, master_port = 0;
-  FlagParser flags("xlnet-pretrain",
-                   "--config CFG.yaml --data DATA_DIR --out RUN_DIR [--set k=v ...] "
-                   "[--resume latest|CHECKPOINT_DIR] [--nproc_per_node N]");
+  FlagParser flags(
+      "xlnet-pretrain",
+      "--config CFG.yaml --data DATA_DIR --out RUN_DIR [--set k=v ...] "
+      "[--resume latest|CHECKPOINT_DIR] [--nproc_per_node N]");
   flags.AddConfigFlags(&config_path, &overrides);
   flags.AddString("data", &data_dir, "prepared shards (xlnet-data prepare)");
-  flags.AddString("out", &out_dir, "run directory: config.yaml, metrics.jsonl, checkpoints/");
-  flags.AddString("resume", &resume,
-                  "'latest' (newest valid checkpoint in --out, if any) or a checkpoint "
-                  "directory");
-  flags.AddString("init", &init_dir, "start from this model directory (HF layout)");
-  flags.AddInt("nproc_per_node", &nproc,
-               "start N local ranks (data parallel over Gloo/NCCL) unless WORLD_SIZE "
-               "is already set, as under torchrun");
+  flags.AddString("out", &out_dir,
+                  "run directory: config.yaml, metrics.jsonl, checkpoints/");
+  flags.AddString(
+      "resume", &resume,
+      "'latest' (newest valid checkpoint in --out, if any) or a checkpoint "
+      "directory");
+  flags.AddString("init", &init_dir,
+                  "start from this model directory (HF layout)");
+  flags.AddInt(
+      "nproc_per_node", &nproc,
+      "start N local ranks (data parallel over Gloo/NCCL) unless WORLD_SIZE "
+      "is already set, as under torchrun");
   flags.AddInt("master_port", &master_port,
                "rendezvous port for --nproc_per_node (0 = a free port)");
   XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
@@ -45,9 +50,10 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
   }
-  for (auto [name, value] : {std::pair<const char*, const std::string*>{"config", &config_path},
-                             {"data", &data_dir},
-                             {"out", &out_dir}}) {
+  for (auto [name, value] :
+       {std::pair<const char*, const std::string*>{"config", &config_path},
+        {"data", &data_dir},
+        {"out", &out_dir}}) {
     if (value->empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, " is required; see xlnet-pretrain --help"));
@@ -55,7 +61,8 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   }
   XLNET_ASSIGN_OR_RETURN(Config config, LoadConfig(config_path, overrides));
 
-  if (nproc < 1) return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
+  if (nproc < 1)
+    return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
   if (nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
     std::vector<std::string> child_args;
     for (int i = 1; i < argc; ++i) {
@@ -64,7 +71,8 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
         ++i;
         continue;
       }
-      if (arg.rfind("--nproc_per_node=", 0) == 0 || arg.rfind("--master_port=", 0) == 0) {
+      if (arg.rfind("--nproc_per_node=", 0) == 0 ||
+          arg.rfind("--master_port=", 0) == 0) {
         continue;
       }
       child_args.push_back(arg);
@@ -80,15 +88,18 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
     // Share the cores between the local ranks.
     int local_world = 1;
     if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) {
-      if (!absl::SimpleAtoi(v, &local_world) || local_world < 1) local_world = 1;
+      if (!absl::SimpleAtoi(v, &local_world) || local_world < 1)
+        local_world = 1;
     }
-    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
+    threads =
+        std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
   }
   ConfigureThreads(threads);
   if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   InstallStopSignalHandlers();
 
-  XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(config.train.device));
+  XLNET_ASSIGN_OR_RETURN(torch::Device device,
+                         ParseDevice(config.train.device));
   if (device.is_cuda() && !device.has_index()) {
     device = torch::Device(torch::kCUDA, static_cast<int16_t>(env.local_rank));
     config.train.device = device.str();
@@ -96,8 +107,9 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   std::unique_ptr<ProcessGroup> group;
   if (env.world_size > 1) {
     XLNET_ASSIGN_OR_RETURN(
-        group, ProcessGroup::Init(env, device,
-                                  std::chrono::seconds(config.train.dist_timeout_s)));
+        group,
+        ProcessGroup::Init(env, device,
+                           std::chrono::seconds(config.train.dist_timeout_s)));
     XLOG(INFO) << "rank " << env.rank << " of " << env.world_size << " joined ("
                << group->backend() << ")";
   }
@@ -107,13 +119,15 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   unit_options.init_dir = init_dir;
   unit_options.rank = env.rank;
   unit_options.world_size = env.world_size;
-  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PlmUnit> unit, PlmUnit::Create(unit_options));
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PlmUnit> unit,
+                         PlmUnit::Create(unit_options));
   if (env.rank == 0) {
     int64_t params = 0;
     for (const auto& [name, p] : unit->Parameters()) params += p.numel();
     XLOG(INFO) << "model: " << config.model.n_layer << " layers, d_model "
-               << config.model.d_model << ", " << params << " parameters; global batch "
-               << config.train.batch_size << " x " << config.data.seq_len << " tokens";
+               << config.model.d_model << ", " << params
+               << " parameters; global batch " << config.train.batch_size
+               << " x " << config.data.seq_len << " tokens";
   }
   TrainerOptions options;
   options.train = config.train;

@@ -225,7 +225,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   unit_->SetTraining(true);
   while (step_ < train.max_steps) {
     const auto step_start = std::chrono::steady_clock::now();
-    double loss_sum = 0;
+    double loss_sum = 0, normalizer = 0;
     int64_t tokens = 0;
     std::map<std::string, double> metrics;
     XLNET_RETURN_IF_ERROR(
@@ -235,17 +235,50 @@ absl::StatusOr<TrainResult> Trainer::Run() {
             StepOutput out = unit_->TrainStep();
             TORCH_CHECK(out.loss.defined() && out.loss.numel() == 1,
                         "TrainStep must return a scalar loss");
-            (out.loss / static_cast<double>(accum)).backward();
-            loss_sum += out.loss.item<double>() / accum;
+            out.loss.backward();
+            loss_sum += out.loss.item<double>();
+            normalizer += out.normalizer;
             tokens += out.tokens;
             for (const auto& [k, v] : out.metrics) metrics[k] += v / accum;
           }
           if (reducer_) reducer_->Finish();
           return absl::OkStatus();
         }));
+
+    // One small collective per step: the global loss sum and normalizer (to
+    // scale the gradients), tokens for the log, and whether any rank was
+    // asked to stop (so all ranks stop at the same step).
+    double global_loss_sum = loss_sum, global_normalizer = normalizer;
+    int64_t global_tokens = tokens;
+    bool stop = g_stop_requested.load();
+    if (group_ && world_size() > 1) {
+      XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
+        std::vector<torch::Tensor> t = {
+            torch::tensor({loss_sum, normalizer, static_cast<double>(tokens),
+                           stop ? 1.0 : 0.0},
+                          torch::kFloat64)};
+        group_->AllReduceSum(t);
+        global_loss_sum = t[0][0].item<double>();
+        global_normalizer = t[0][1].item<double>();
+        global_tokens = static_cast<int64_t>(t[0][2].item<double>());
+        stop = t[0][3].item<double>() > 0;
+        return absl::OkStatus();
+      }));
+    }
+    const double global_loss =
+        global_loss_sum / std::max(global_normalizer, 1e-12);
+    {
+      // The reducer averaged the summed gradients over ranks; make them the
+      // gradient of sum(loss) / sum(normalizer).
+      torch::NoGradGuard no_grad;
+      const double scale = world_size() / std::max(global_normalizer, 1e-12);
+      for (auto& [name, p] : params_) {
+        if (p.grad().defined()) p.mutable_grad().mul_(scale);
+      }
+    }
     const double grad_norm = ClipGradNorm(params_, train.clip);
     const double lr = ScheduledLearningRate(train, step_);
-    const bool finite = std::isfinite(grad_norm) && std::isfinite(loss_sum);
+    const bool finite = std::isfinite(grad_norm) && std::isfinite(global_loss);
     if (finite) {
       optimizer_->Step(lr);
       bad_in_a_row = 0;
@@ -253,30 +286,13 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       ++skipped_;
       ++bad_in_a_row;
       XLOG(WARNING) << "step " << step_ + 1
-                    << ": non-finite loss or gradient (loss " << loss_sum
+                    << ": non-finite loss or gradient (loss " << global_loss
                     << ", grad norm " << grad_norm << "); step skipped ("
                     << bad_in_a_row << " in a row)";
     }
     optimizer_->ZeroGrad();
     ++step_;
 
-    // One small collective per step: the mean loss and tokens for the log,
-    // and whether any rank was asked to stop (so all stop at the same step).
-    double global_loss = loss_sum;
-    int64_t global_tokens = tokens;
-    bool stop = g_stop_requested.load();
-    if (group_ && world_size() > 1) {
-      XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
-        std::vector<torch::Tensor> t = {torch::tensor(
-            {loss_sum, static_cast<double>(tokens), stop ? 1.0 : 0.0},
-            torch::kFloat64)};
-        group_->AllReduceSum(t);
-        global_loss = t[0][0].item<double>() / world_size();
-        global_tokens = static_cast<int64_t>(t[0][1].item<double>());
-        stop = t[0][2].item<double>() > 0;
-        return absl::OkStatus();
-      }));
-    }
     result.last_loss = global_loss;
     const double step_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() -

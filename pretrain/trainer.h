@@ -19,9 +19,17 @@
 namespace xlnet {
 
 // What one micro-batch produced.
+// The objective of one optimizer step is sum(loss) / sum(normalizer) over
+// all its micro-batches on all ranks: a unit returns the loss *summed* over
+// its examples (or targets) and their count, and the trainer scales the
+// gradients by the global count after the all-reduce. So ranks or
+// micro-batches with different numbers of targets weigh each target equally,
+// and k micro-batches (or W ranks) equal one k (W) times larger batch.
 struct StepOutput {
-  // Scalar loss to minimise (the trainer divides by grad_accum_steps).
+  // Scalar loss summed over this micro-batch's examples/targets.
   torch::Tensor loss;
+  // How many examples/targets `loss` sums over.
+  double normalizer = 1.0;
   // Tokens this micro-batch processed (for tokens/s).
   int64_t tokens = 0;
   // Extra numbers to log (e.g. "accuracy"), averaged over micro-batches.

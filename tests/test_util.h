@@ -58,7 +58,8 @@ inline pid_t SpawnCommand(const std::string& command, const std::string& log_pat
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
-    const std::string full = command + " >> '" + log_path + "' 2>&1";
+    // exec: the pid is the command itself, so signals and exit codes are its.
+    const std::string full = "exec " + command + " >> '" + log_path + "' 2>&1";
     execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }

@@ -3,5 +3,6 @@
 #include "pretrain/pretrain_command.h"
 
 int main(int argc, char** argv) {
-  return xlnet::RunTool("xlnet-pretrain", argc, argv, &xlnet::RunPretrainCommand);
+  return xlnet::RunTool("xlnet-pretrain", argc, argv,
+                        &xlnet::RunPretrainCommand);
 }

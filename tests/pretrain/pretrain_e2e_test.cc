@@ -25,20 +25,23 @@ class PretrainE2ETest : public ::testing::Test {
   static void SetUpTestSuite() {
     tmp_ = new testing::TempDir();
     const std::string corpus = SourcePath("data/sample/brown_sample.txt");
-    CommandResult r = RunCommand(ToolPath("data") + " tokenizer --input " + corpus +
-                                 " --vocab_size 1000 --out " + tmp_->Join("spiece.model"));
+    CommandResult r =
+        RunCommand(ToolPath("data") + " tokenizer --input " + corpus +
+                   " --vocab_size 1000 --out " + tmp_->Join("spiece.model"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = RunCommand(ToolPath("data") + " prepare --input " + corpus + " --tokenizer " +
-                   tmp_->Join("spiece.model") + " --out " + tmp_->Join("data") +
-                   " --workers 2");
+    r = RunCommand(ToolPath("data") + " prepare --input " + corpus +
+                   " --tokenizer " + tmp_->Join("spiece.model") + " --out " +
+                   tmp_->Join("data") + " --workers 2");
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static void TearDownTestSuite() { delete tmp_; }
 
   // The command line of a tiny pretraining run into `run_dir`.
-  static std::string Command(const std::string& run_dir, const std::string& extra) {
-    return ToolPath("pretrain") + " --config " + SourcePath("configs/tiny.yaml") +
-           " --data " + tmp_->Join("data") + " --out " + run_dir +
+  static std::string Command(const std::string& run_dir,
+                             const std::string& extra) {
+    return ToolPath("pretrain") + " --config " +
+           SourcePath("configs/tiny.yaml") + " --data " + tmp_->Join("data") +
+           " --out " + run_dir +
            " --set train.threads=1 --set train.eval_steps=0 " + extra;
   }
 
@@ -70,7 +73,8 @@ class PretrainE2ETest : public ::testing::Test {
     EXPECT_EQ(a.size(), b.size());
     double worst = 0;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      worst = std::max(worst, (a[i].second - b[i].second).abs().max().item<double>());
+      worst = std::max(worst,
+                       (a[i].second - b[i].second).abs().max().item<double>());
     }
     return worst;
   }
@@ -82,9 +86,10 @@ testing::TempDir* PretrainE2ETest::tmp_ = nullptr;
 
 TEST_F(PretrainE2ETest, LossFallsOnRealText) {
   testing::TempDir run;
-  CommandResult r = RunCommand(Command(run.path(), "--set train.max_steps=60 "
-                                                   "--set train.log_steps=5 "
-                                                   "--set train.save_steps=0"));
+  CommandResult r = RunCommand(Command(run.path(),
+                                       "--set train.max_steps=60 "
+                                       "--set train.log_steps=5 "
+                                       "--set train.save_steps=0"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> losses = Losses(run.path());
   ASSERT_EQ(losses.size(), 12u);
@@ -93,21 +98,24 @@ TEST_F(PretrainE2ETest, LossFallsOnRealText) {
   EXPECT_LT(losses.front(), 7.5);
   EXPECT_LT(losses.back(), losses.front() - 1.0) << r.output;
   for (const auto& m : Metrics(run.path())) {
-    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens_per_sec"}) {
+    for (const char* key :
+         {"step", "loss", "lr", "grad_norm", "tokens_per_sec"}) {
       EXPECT_TRUE(m.contains(key)) << key;
     }
   }
   EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_60")).ok());
   EXPECT_TRUE(PathExists(run.Join("config.yaml")));
-  EXPECT_TRUE(PathExists(run.Join("checkpoints/step_60/plm_state.rank0.safetensors")));
+  EXPECT_TRUE(
+      PathExists(run.Join("checkpoints/step_60/plm_state.rank0.safetensors")));
 }
 
 TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
   testing::TempDir run;
   const std::string log = run.Join("log.txt");
   const pid_t pid = testing::SpawnCommand(
-      Command(run.path(), "--set train.max_steps=100000 --set train.save_steps=0 "
-                          "--set train.log_steps=1"),
+      Command(run.path(),
+              "--set train.max_steps=100000 --set train.save_steps=0 "
+              "--set train.log_steps=1"),
       log);
   // Wait for a few logged steps, then SIGTERM.
   for (int i = 0; i < 600 && Metrics(run.path()).size() < 3; ++i) {
@@ -125,7 +133,8 @@ TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
 TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
   testing::TempDir full, killed;
   const std::string settings =
-      "--set train.max_steps=30 --set train.save_steps=4 --set train.log_steps=1";
+      "--set train.max_steps=30 --set train.save_steps=4 --set "
+      "train.log_steps=1";
   CommandResult r = RunCommand(Command(full.path(), settings));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> expected = Losses(full.path());
@@ -134,8 +143,8 @@ TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
   // Kill at a (seeded) random moment, after 6..20 logged steps.
   std::mt19937 rng(20261122);
   const size_t kill_after = std::uniform_int_distribution<size_t>(6, 20)(rng);
-  const pid_t pid =
-      testing::SpawnCommand(Command(killed.path(), settings), killed.Join("log.txt"));
+  const pid_t pid = testing::SpawnCommand(Command(killed.path(), settings),
+                                          killed.Join("log.txt"));
   for (int i = 0; i < 1200 && Metrics(killed.path()).size() < kill_after; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -145,7 +154,8 @@ TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> got = Losses(killed.path());
   ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
   EXPECT_EQ(MaxDiff(Weights(full.Join("checkpoints/step_30")),
                     Weights(killed.Join("checkpoints/step_30"))),
             0.0);
@@ -163,7 +173,8 @@ TEST_F(PretrainE2ETest, TwoGlooRanksMatchOneRank) {
                               Weights(two.Join("checkpoints/step_4")));
   EXPECT_LE(diff, 1e-6);
   RecordProperty("max_abs_param_diff", std::to_string(diff));
-  EXPECT_TRUE(PathExists(two.Join("checkpoints/step_4/plm_state.rank1.safetensors")));
+  EXPECT_TRUE(
+      PathExists(two.Join("checkpoints/step_4/plm_state.rank1.safetensors")));
 }
 
 TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
@@ -172,7 +183,8 @@ TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
       "--set train.max_steps=3 --set train.save_steps=0 --set model.dropout=0";
   CommandResult r = RunCommand(Command(one.path(), settings));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = RunCommand(Command(accum.path(), settings + " --set train.grad_accum_steps=4"));
+  r = RunCommand(
+      Command(accum.path(), settings + " --set train.grad_accum_steps=4"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const double diff = MaxDiff(Weights(one.Join("checkpoints/step_3")),
                               Weights(accum.Join("checkpoints/step_3")));
@@ -181,16 +193,20 @@ TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
 
 TEST_F(PretrainE2ETest, BadInputGivesOneLineErrors) {
   testing::TempDir run;
-  CommandResult r = RunCommand(ToolPath("pretrain") + " --config " +
-                               SourcePath("configs/tiny.yaml") + " --out " + run.path());
+  CommandResult r =
+      RunCommand(ToolPath("pretrain") + " --config " +
+                 SourcePath("configs/tiny.yaml") + " --out " + run.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--data is required"), std::string::npos) << r.output;
   r = RunCommand(Command(run.path(), "--set model.vocab_size=100"));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("1000 pieces but model.vocab_size is 100"), std::string::npos)
+  EXPECT_NE(r.output.find("1000 pieces but model.vocab_size is 100"),
+            std::string::npos)
       << r.output;
-  r = RunCommand(Command(run.path(), "--set train.batch_size=6 --set train.grad_accum_steps=2 "
-                                     "--set data.bi_data=true --set model.bi_data=true"));
+  r = RunCommand(
+      Command(run.path(),
+              "--set train.batch_size=6 --set train.grad_accum_steps=2 "
+              "--set data.bi_data=true --set model.bi_data=true"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("must split evenly"), std::string::npos) << r.output;
 }
