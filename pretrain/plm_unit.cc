@@ -197,16 +197,29 @@ std::map<std::string, double> PlmUnit::Evaluate() {
   start.step = 0;
   if (!eval_->Restore(start).ok()) return {};
   std::vector<torch::Tensor> mems;
-  double loss_sum = 0, correct = 0, targets = 0;
+  double loss_sum = 0, correct = 0, targets = 0, unigram_loss = 0,
+         unigram_correct = 0;
+  const int64_t most_frequent = unigram_log_probs_.argmax().item<int64_t>();
   for (int64_t i = 0; i < config_.train.eval_batches; ++i) {
-    StepOutput out = Forward(eval_->Next(), &mems);
+    const data::PlmBatch batch = eval_->Next();
+    StepOutput out = Forward(batch, &mems);
     const double n = out.normalizer;
     loss_sum += out.loss.item<double>();
     correct += out.metrics["accuracy"] * n;
     targets += n;
+    const torch::Tensor mask = batch.target_mask.to(torch::kFloat);
+    unigram_loss -=
+        (unigram_log_probs_.index({batch.target}) * mask).sum().item<double>();
+    unigram_correct +=
+        ((batch.target == most_frequent).to(torch::kFloat) * mask)
+            .sum()
+            .item<double>();
   }
   if (targets == 0) return {};
-  return {{"loss", loss_sum / targets}, {"accuracy", correct / targets}};
+  return {{"loss", loss_sum / targets},
+          {"accuracy", correct / targets},
+          {"unigram_loss", unigram_loss / targets},
+          {"unigram_accuracy", unigram_correct / targets}};
 }
 
 absl::Status PlmUnit::SaveUnitState(

@@ -66,6 +66,9 @@ class PlmUnit : public TrainUnit {
   int64_t accum_ = 1;
   int64_t micro_ = 0;
   data::PlmBatch current_;
+  // Add-one-smoothed unigram log-probabilities [V] of the training split,
+  // the baseline reported next to eval_loss.
+  torch::Tensor unigram_log_probs_;
   // mems_[micro][layer]: [M, rows of that micro-batch, D].
   std::vector<std::vector<torch::Tensor>> mems_;
 };
