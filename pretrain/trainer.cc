@@ -221,7 +221,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   const int64_t accum = train.grad_accum_steps;
   const auto run_start = std::chrono::steady_clock::now();
   const int64_t start_step = step_;
-  double window_tokens = 0, window_seconds = 0;
+  // Log lines report means over the steps since the last line.
+  double window_tokens = 0, window_seconds = 0, window_loss = 0,
+         window_count = 0;
   unit_->SetTraining(true);
   while (step_ < train.max_steps) {
     const auto step_start = std::chrono::steady_clock::now();
@@ -300,6 +302,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
             .count();
     window_tokens += global_tokens;
     window_seconds += step_seconds;
+    if (std::isfinite(global_loss)) {
+      window_loss += global_loss_sum;
+      window_count += global_normalizer;
+    }
 
     if (step_ % train.log_steps == 0 || step_ == train.max_steps) {
       const double tokens_per_sec =
@@ -309,8 +315,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
                                  .count();
       const double eta = elapsed / std::max<int64_t>(1, step_ - start_step) *
                          (train.max_steps - step_);
+      const double mean_loss =
+          window_count > 0 ? window_loss / window_count : global_loss;
       nlohmann::json line = {{"step", step_},
-                             {"loss", global_loss},
+                             {"loss", mean_loss},
                              {"lr", lr},
                              {"grad_norm", grad_norm},
                              {"tokens_per_sec", tokens_per_sec}};
@@ -321,11 +329,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         XLOG(INFO) << absl::StrFormat(
             "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | "
             "ETA %s",
-            step_, train.max_steps, global_loss, lr, grad_norm,
+            step_, train.max_steps, mean_loss, lr, grad_norm,
             WithCommas(static_cast<int64_t>(tokens_per_sec)),
             FormatDuration(eta));
       }
-      window_tokens = window_seconds = 0;
+      window_tokens = window_seconds = window_loss = window_count = 0;
     }
 
     if (bad_in_a_row >= train.max_bad_steps) {

@@ -72,7 +72,8 @@ struct TrainerOptions {
   // Resume from: "" (fresh), "latest" (newest valid checkpoint in run_dir,
   // fresh if none) or a checkpoint directory.
   std::string resume;
-  // Print a progress line every log_steps (rank 0).
+  // Print a progress line every log_steps (rank 0). Logged loss is the mean
+  // over the steps since the previous line.
   bool progress = true;
 };
 

@@ -3,7 +3,10 @@
 // resume after SIGKILL, data parallel and accumulation.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iomanip>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -84,19 +87,35 @@ class PretrainE2ETest : public ::testing::Test {
 
 testing::TempDir* PretrainE2ETest::tmp_ = nullptr;
 
+// The run whose losses tests/fixtures/tiny_pretrain_losses.txt records.
+constexpr char kGoldenSettings[] =
+    "--set train.max_steps=60 --set train.warmup_steps=10 --set "
+    "train.log_steps=5 "
+    "--set train.save_steps=0";
+
 TEST_F(PretrainE2ETest, LossFallsOnRealText) {
   testing::TempDir run;
-  CommandResult r = RunCommand(Command(run.path(),
-                                       "--set train.max_steps=60 "
-                                       "--set train.log_steps=5 "
-                                       "--set train.save_steps=0"));
+  CommandResult r = RunCommand(Command(run.path(), kGoldenSettings));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<double> losses = Losses(run.path());
+  if (std::getenv("XLNET_PRINT_LOSSES")) {
+    for (double v : losses) std::cout << std::setprecision(6) << v << "\n";
+  }
   ASSERT_EQ(losses.size(), 12u);
   // Starts near ln(vocab) = 6.9 for a fresh model and falls clearly.
   EXPECT_GT(losses.front(), 6.0);
   EXPECT_LT(losses.front(), 7.5);
-  EXPECT_LT(losses.back(), losses.front() - 1.0) << r.output;
+  EXPECT_LT(losses.back(), losses.front() - 0.8) << r.output;
+  // Golden losses (recorded on this toolkit's CI machine, fp32, 1 thread).
+  // Different CPUs pick different BLAS kernels, so allow 0.05 (the loss
+  // falls by about 1.0 over the run).
+  std::ifstream golden(SourcePath("tests/fixtures/tiny_pretrain_losses.txt"));
+  std::vector<double> expected;
+  for (double v; golden >> v;) expected.push_back(v);
+  ASSERT_EQ(expected.size(), losses.size());
+  for (size_t i = 0; i < losses.size(); ++i) {
+    EXPECT_NEAR(losses[i], expected[i], 0.05) << "logged value " << i;
+  }
   for (const auto& m : Metrics(run.path())) {
     for (const char* key :
          {"step", "loss", "lr", "grad_norm", "tokens_per_sec"}) {
