@@ -40,24 +40,27 @@ absl::Status Run(int argc, char** argv) {
   int64_t shard_kb = 256;
   int64_t batches = 20;
   int64_t loader_threads = 2;
-  xlnet::FlagParser flags("xlnet-bench-data", "[--input FILE] [--tokenizer spiece.model]");
+  xlnet::FlagParser flags("xlnet-bench-data",
+                          "[--input FILE] [--tokenizer spiece.model]");
   flags.AddString("input", &input, "text corpus (one sentence a line)");
   flags.AddString("tokenizer", &tokenizer,
                   "existing spiece.model (default: train one on --input)");
-  flags.AddInt("vocab_size", &vocab_size, "vocabulary of the trained tokenizer");
+  flags.AddInt("vocab_size", &vocab_size,
+               "vocabulary of the trained tokenizer");
   flags.AddInt("shard_kb", &shard_kb, "text KiB per shard (work unit)");
   flags.AddInt("batches", &batches, "sampler batches to time");
-  flags.AddInt("loader_threads", &loader_threads, "prefetch threads for Next()");
-  flags.AddString("work_dir", &work_dir, "scratch directory (default: a temp dir)");
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
+  flags.AddInt("loader_threads", &loader_threads,
+               "prefetch threads for Next()");
+  flags.AddString("work_dir", &work_dir,
+                  "scratch directory (default: a temp dir)");
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   bool remove_work_dir = false;
   if (work_dir.empty()) {
     char tmpl[] = "/tmp/xlnet_bench_data.XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp failed");
+    if (::mkdtemp(tmpl) == nullptr)
+      return absl::InternalError("mkdtemp failed");
     work_dir = tmpl;
     remove_work_dir = true;
   }
@@ -146,7 +149,8 @@ absl::Status Run(int argc, char** argv) {
 
   so.data.prefetch_batches = 4;
   so.data.loader_threads = loader_threads;
-  XLNET_ASSIGN_OR_RETURN(auto prefetching, xlnet::data::Sampler::Create(dir, so));
+  XLNET_ASSIGN_OR_RETURN(auto prefetching,
+                         xlnet::data::Sampler::Create(dir, so));
   const double many_hot = time_batches(*prefetching, 0);
   std::cout << absl::StrFormat(
       "sampler, Next() with %d loader threads (prefetch 4), batch dropped at "

@@ -36,11 +36,9 @@ absl::Status Run(int argc, char** argv) {
   flags.AddInt("size", &size, "square matrix size");
   flags.AddInt("seconds", &seconds, "seconds per measurement");
   flags.AddInt("threads", &threads, "intra-op threads (0 = all cores)");
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   xlnet::ConfigureThreads(threads);
   std::cout << xlnet::RuntimeSummary() << "\n";
   torch::NoGradGuard no_grad;

@@ -1,6 +1,7 @@
 #include "common/flags.h"
 
 #include <algorithm>
+#include <iostream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -136,6 +137,28 @@ absl::Status FlagParser::Parse(int argc, const char* const* argv) {
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FlagParser::ParseCommandLine(int argc,
+                                                  const char* const* argv) {
+  absl::Status status = Parse(argc, argv);
+  if (!status.ok()) return status;
+  if (help_requested_) {
+    std::cout << Help();
+    return false;
+  }
+  if (!allow_positional_ && !positional_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '",
+                                                   positional_[0], "'; see ",
+                                                   program_, " --help"));
+  }
+  for (const auto& name : required_) {
+    if (!WasSet(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " is required; see ", program_, " --help"));
+    }
+  }
+  return true;
 }
 
 std::string FlagParser::Help() const {

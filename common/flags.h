@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace xlnet {
 
@@ -35,6 +36,15 @@ class FlagParser {
 
   // Parses argv[1..]. Non-flag arguments go to positional().
   absl::Status Parse(int argc, const char* const* argv);
+  // What every tool does: Parse, then on --help print Help() to stdout and
+  // return false (the tool exits 0); otherwise check that no positional
+  // arguments were given (unless AllowPositional()) and that every
+  // Require()d flag was set, and return true.
+  absl::StatusOr<bool> ParseCommandLine(int argc, const char* const* argv);
+  // Positional arguments are accepted (see positional()).
+  void AllowPositional() { allow_positional_ = true; }
+  // ParseCommandLine fails unless flag `name` is given.
+  void Require(const std::string& name) { required_.push_back(name); }
   bool help_requested() const { return help_requested_; }
   const std::vector<std::string>& positional() const { return positional_; }
   // Whether flag `name` was given on the command line.
@@ -61,6 +71,8 @@ class FlagParser {
   std::vector<Flag> flags_;
   std::vector<std::string> positional_;
   bool help_requested_ = false;
+  bool allow_positional_ = false;
+  std::vector<std::string> required_;
 };
 
 }  // namespace xlnet

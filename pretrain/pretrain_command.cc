@@ -41,24 +41,10 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
       "is already set, as under torchrun");
   flags.AddInt("master_port", &master_port,
                "rendezvous port for --nproc_per_node (0 = a free port)");
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
-  if (!flags.positional().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", flags.positional()[0], "'"));
-  }
-  for (auto [name, value] :
-       {std::pair<const char*, const std::string*>{"config", &config_path},
-        {"data", &data_dir},
-        {"out", &out_dir}}) {
-    if (value->empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, " is required; see xlnet-pretrain --help"));
-    }
-  }
+  for (const char* name : {"config", "data", "out"}) flags.Require(name);
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   XLNET_ASSIGN_OR_RETURN(Config config, LoadConfig(config_path, overrides));
 
   if (nproc < 1)

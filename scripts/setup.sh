@@ -8,6 +8,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   libtorch-dev               # LibTorch 1.13.1 (CPU)
   libsentencepiece-dev       # tokenizer training and encoding
+  libicu-dev                 # Unicode normalisation and case rules of the tokenizer
   libabsl-dev                # absl::Status / StatusOr, strings
   libyaml-cpp-dev            # configs
   nlohmann-json3-dev         # safetensors headers, config.json, manifests

@@ -1,9 +1,9 @@
 // xlnet-data: tokenizer training, corpus shards and permutation-LM batches.
 //
 //   xlnet-data tokenizer --input FILES --vocab_size N --out spiece.model
-//   xlnet-data prepare   --input FILES_OR_GLOBS --tokenizer spiece.model --out DIR
-//   xlnet-data dump      --data DIR --config CFG --batches N --out F.safetensors
-//   xlnet-data inspect   --data DIR --config CFG
+//   xlnet-data prepare   --input FILES_OR_GLOBS --tokenizer spiece.model --out
+//   DIR xlnet-data dump      --data DIR --config CFG --batches N --out
+//   F.safetensors xlnet-data inspect   --data DIR --config CFG
 #include <iostream>
 #include <string>
 #include <vector>
@@ -49,7 +49,8 @@ absl::Status RunTokenizer(int argc, char** argv) {
   xlnet::FlagParser flags("xlnet-data tokenizer",
                           "--input FILE [--input FILE ...] --vocab_size N "
                           "--out spiece.model [--uncased]");
-  flags.AddRepeated("input", &inputs, "text file (one sentence a line); repeatable");
+  flags.AddRepeated("input", &inputs,
+                    "text file (one sentence a line); repeatable");
   flags.AddInt("vocab_size", &vocab_size, "number of pieces");
   flags.AddString("out", &out, "the .model file to write");
   flags.AddBool("uncased", &o.rules.uncased, "lowercase the text");
@@ -60,13 +61,13 @@ absl::Status RunTokenizer(int argc, char** argv) {
   flags.AddInt("seed", &seed, "random seed of the trainer");
   flags.AddInt("max_sentences", &max_sentences,
                "sentences sampled for training (official 10M)");
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
+  flags.AllowPositional();  // `--input a.txt b.txt`
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   // `--input a.txt b.txt` leaves b.txt positional: take those too.
-  inputs.insert(inputs.end(), flags.positional().begin(), flags.positional().end());
+  inputs.insert(inputs.end(), flags.positional().begin(),
+                flags.positional().end());
   XLNET_ASSIGN_OR_RETURN(o.inputs, xlnet::data::ExpandInputs(inputs));
   o.vocab_size = static_cast<int>(vocab_size);
   o.threads = static_cast<int>(threads);
@@ -97,11 +98,12 @@ absl::Status RunPrepare(int argc, char** argv) {
   flags.AddBool("keep_accents", &keep_accents,
                 "keep accents (overrides data.keep_accents)");
   flags.AddConfigFlags(&config_path, &overrides);
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
+  flags.AllowPositional();  // `--input a.txt b.txt`
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
+  o.inputs.insert(o.inputs.end(), flags.positional().begin(),
+                  flags.positional().end());
   XLNET_ASSIGN_OR_RETURN(xlnet::Config config,
                          LoadConfigFlags(config_path, overrides));
   o.rules.uncased = flags.WasSet("uncased") ? uncased : config.data.uncased;
@@ -137,15 +139,9 @@ absl::Status RunDump(int argc, char** argv) {
   flags.AddInt("world_size", &world_size, "number of ranks");
   flags.AddString("split", &split, "train or eval");
   flags.AddConfigFlags(&config_path, &overrides);
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
-  if (!flags.positional().empty()) {
-    return absl::InvalidArgumentError("unexpected argument '" +
-                                      flags.positional()[0] + "'");
-  }
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
@@ -166,15 +162,9 @@ absl::Status RunInspect(int argc, char** argv) {
   flags.AddInt("row", &o.row, "global batch row");
   flags.AddString("split", &split, "train or eval");
   flags.AddConfigFlags(&config_path, &overrides);
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
-  if (!flags.positional().empty()) {
-    return absl::InvalidArgumentError("unexpected argument '" +
-                                      flags.positional()[0] + "'");
-  }
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
@@ -193,8 +183,8 @@ absl::Status Run(int argc, char** argv) {
   if (verb == "prepare") return RunPrepare(argc - 1, argv + 1);
   if (verb == "dump") return RunDump(argc - 1, argv + 1);
   if (verb == "inspect") return RunInspect(argc - 1, argv + 1);
-  return absl::InvalidArgumentError("unknown verb '" + verb +
-                                    "'; verbs: tokenizer, prepare, dump, inspect");
+  return absl::InvalidArgumentError(
+      "unknown verb '" + verb + "'; verbs: tokenizer, prepare, dump, inspect");
 }
 
 }  // namespace

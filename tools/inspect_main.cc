@@ -24,11 +24,10 @@ absl::Status Run(int argc, char** argv) {
   flags.AddBool(
       "runtime", &runtime,
       "print LibTorch version, threads and the BLAS in use, then exit");
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
+  flags.AllowPositional();  // PATH
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   if (runtime) {
     xlnet::ConfigureThreads(0);
     std::cout << xlnet::RuntimeSummary() << "\n";

@@ -18,30 +18,31 @@ absl::Status Run(int argc, char** argv) {
       "--model DIR --inputs IN.safetensors --outputs OUT.safetensors "
       "[--dtype fp32|bf16|fp16] [--device cpu|cuda]\n\n"
       "  inputs:  input_ids [B,L] int64; optional token_type_ids [B,L],\n"
-      "           attention_mask [B,L], perm_mask [B,L,L], target_mapping [B,P,L],\n"
+      "           attention_mask [B,L], perm_mask [B,L,L], target_mapping "
+      "[B,P,L],\n"
       "           mems.0..mems.{n_layer-1} [M,B,D]\n"
       "  outputs: last_hidden_state [B,L,D], query_hidden_state [B,P,D],\n"
       "           logits [B,P,V] or [B,L,V], mems.i [M',B,D]");
-  flags.AddString("model", &options.model_dir, "model directory (config.json + weights)");
-  flags.AddString("inputs", &options.inputs_path, "input tensors (.safetensors)");
-  flags.AddString("outputs", &options.outputs_path, "output tensors (.safetensors)");
-  flags.AddString("dtype", &options.dtype, "compute precision: fp32, bf16 or fp16 (CUDA)");
+  flags.AddString("model", &options.model_dir,
+                  "model directory (config.json + weights)");
+  flags.AddString("inputs", &options.inputs_path,
+                  "input tensors (.safetensors)");
+  flags.AddString("outputs", &options.outputs_path,
+                  "output tensors (.safetensors)");
+  flags.AddString("dtype", &options.dtype,
+                  "compute precision: fp32, bf16 or fp16 (CUDA)");
   flags.AddString("device", &options.device, "cpu, cuda or cuda:N");
-  flags.AddBool("query-all-positions", &options.query_all_positions,
-                "query stream over all L positions (HF's way) instead of the P targets");
+  flags.AddBool(
+      "query-all-positions", &options.query_all_positions,
+      "query stream over all L positions (HF's way) instead of the P targets");
   flags.AddInt("threads", &threads, "CPU threads (0 = all cores)");
-  XLNET_RETURN_IF_ERROR(flags.Parse(argc, argv));
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
   if (options.model_dir.empty() || options.inputs_path.empty() ||
       options.outputs_path.empty()) {
     return absl::InvalidArgumentError(
         "--model, --inputs and --outputs are required; see xlnet-run --help");
-  }
-  if (!flags.positional().empty()) {
-    return absl::InvalidArgumentError("unexpected argument '" + flags.positional()[0] + "'");
   }
   xlnet::ConfigureThreads(threads);
   return xlnet::RunModel(options);
