@@ -48,7 +48,9 @@ struct XLNetConfig {
   int64_t clamp_len = -1;
   // Every position attends over the same number of keys (uni only).
   bool same_length = false;
-  // Memory length in tokens cached per layer; unset (null) means no memory.
+  // Memory length in tokens cached per layer. Null or 0: HuggingFace keeps
+  // every past state when mems are requested; our pretraining then runs
+  // without memory.
   std::optional<int64_t> mem_len = 512;
   // Tokens of each segment cached as memory; unset means the whole segment.
   std::optional<int64_t> reuse_len;

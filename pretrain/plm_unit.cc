@@ -86,6 +86,20 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
     sampler_options.data.prefetch_batches = 0;
     XLNET_ASSIGN_OR_RETURN(
         unit->eval_, data::Sampler::Create(options.data_dir, sampler_options));
+    // Unigram baseline: token frequencies of the training split.
+    const data::Corpus& corpus = unit->train_->corpus();
+    std::vector<double> counts(config.model.vocab_size, 1.0);
+    std::vector<int32_t> chunk(1 << 20);
+    for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
+      const int64_t n = std::min<int64_t>(chunk.size(), corpus.size() - begin);
+      corpus.CopyIds(begin, n, chunk.data());
+      for (int64_t i = 0; i < n; ++i) {
+        if (chunk[i] >= 0 && chunk[i] < config.model.vocab_size)
+          counts[chunk[i]] += 1;
+      }
+    }
+    const torch::Tensor freq = torch::tensor(counts, torch::kFloat64);
+    unit->unigram_log_probs_ = (freq / freq.sum()).log().to(torch::kFloat);
   }
 
   if (!options.init_dir.empty()) {

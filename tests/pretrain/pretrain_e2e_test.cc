@@ -128,6 +128,30 @@ TEST_F(PretrainE2ETest, LossFallsOnRealText) {
       PathExists(run.Join("checkpoints/step_60/plm_state.rank0.safetensors")));
 }
 
+TEST_F(PretrainE2ETest, EvaluationReportsUnigramBaseline) {
+  testing::TempDir run;
+  CommandResult r = RunCommand(
+      Command(run.path(),
+              "--set train.max_steps=20 --set train.eval_steps=10 "
+              "--set train.eval_batches=2 --set train.save_steps=0"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int evals = 0;
+  for (const auto& m : Metrics(run.path())) {
+    if (!m.contains("eval_loss")) continue;
+    ++evals;
+    for (const char* key :
+         {"eval_accuracy", "eval_unigram_loss", "eval_unigram_accuracy"}) {
+      EXPECT_TRUE(m.contains(key)) << key;
+    }
+    // A unigram model of a 1000-piece vocabulary: well below ln(1000) = 6.9.
+    EXPECT_GT(m["eval_unigram_loss"].get<double>(), 3.0);
+    EXPECT_LT(m["eval_unigram_loss"].get<double>(), 6.9);
+    EXPECT_GE(m["eval_unigram_accuracy"].get<double>(), 0.0);
+    EXPECT_LE(m["eval_unigram_accuracy"].get<double>(), 1.0);
+  }
+  EXPECT_EQ(evals, 2);
+}
+
 TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
   testing::TempDir run;
   const std::string log = run.Join("log.txt");
