@@ -39,12 +39,17 @@ absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir) {
   return ModelDir{dir, std::move(config), std::move(weights)};
 }
 
-absl::Status WriteStateJson(const std::string& path, const std::string& kind,
-                            int version, const nlohmann::json& body) {
+std::string StateJsonText(const std::string& kind, int version,
+                          const nlohmann::json& body) {
   nlohmann::json out = body.is_object() ? body : nlohmann::json::object();
   out["format"] = kind;
   out["format_version"] = version;
-  return WriteFileAtomic(path, out.dump(2) + "\n");
+  return out.dump(2) + "\n";
+}
+
+absl::Status WriteStateJson(const std::string& path, const std::string& kind,
+                            int version, const nlohmann::json& body) {
+  return WriteFileAtomic(path, StateJsonText(kind, version, body));
 }
 
 absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,

@@ -45,7 +45,12 @@ struct ModelDir {
 // Reads config.json and maps model.safetensors (validated, not yet copied).
 absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir);
 
-// A JSON state file of ours: {"format": kind, "format_version": N, ...body}.
+// The text of a JSON state file of ours:
+// {"format": kind, "format_version": N, ...body}.
+std::string StateJsonText(const std::string& kind, int version,
+                          const nlohmann::json& body);
+
+// Writes StateJsonText(kind, version, body) to `path` atomically.
 absl::Status WriteStateJson(const std::string& path, const std::string& kind,
                             int version, const nlohmann::json& body);
 

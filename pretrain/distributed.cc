@@ -179,17 +179,18 @@ GradientReducer::GradientReducer(ProcessGroup* group, NamedTensors params,
     const int64_t bytes = p.numel() * p.element_size();
     if (buckets_.empty() ||
         (!buckets_.back().params.empty() &&
-         buckets_.back().flat.numel() * p.element_size() + bytes >
-             bucket_bytes) ||
+         buckets_.back().numel * p.element_size() + bytes > bucket_bytes) ||
         buckets_.back().flat.scalar_type() != p.scalar_type()) {
       buckets_.push_back(Bucket{});
+      // A placeholder carrying dtype and device; sized below.
       buckets_.back().flat = torch::empty({0}, p.options());
     }
     Bucket& b = buckets_.back();
     b.params.push_back(k);
-    b.flat = torch::empty({b.flat.numel() + p.numel()}, p.options());
+    b.numel += p.numel();
     bucket_of_[k] = buckets_.size() - 1;
   }
+  for (Bucket& b : buckets_) b.flat = torch::empty({b.numel}, b.flat.options());
   for (size_t k = 0; k < params_.size(); ++k) {
     const torch::Tensor& p = params_[k].second;
     if (!p.requires_grad()) continue;

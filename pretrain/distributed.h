@@ -104,6 +104,7 @@ class GradientReducer {
  private:
   struct Bucket {
     std::vector<size_t> params;
+    int64_t numel = 0;
     int pending = 0;
     bool launched = false;
     torch::Tensor flat;

@@ -152,13 +152,16 @@ double GlobalGradNorm(const NamedTensors& params) {
   return torch::stack(norms).pow(2).sum().sqrt().item<double>();
 }
 
-double ClipGradNorm(const NamedTensors& params, double max_norm) {
-  const double norm = GlobalGradNorm(params);
+double ClipGradNorm(const NamedTensors& params, double max_norm, double scale) {
+  const double norm = GlobalGradNorm(params) * scale;
+  double factor = scale;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
+    factor *= max_norm / (norm + 1e-6);
+  }
+  if (factor != 1.0) {
     torch::NoGradGuard no_grad;
-    const double scale = max_norm / (norm + 1e-6);
     for (const auto& [name, p] : params) {
-      if (p.grad().defined()) p.grad().mul_(scale);
+      if (p.grad().defined()) p.grad().mul_(factor);
     }
   }
   return norm;

@@ -70,12 +70,14 @@ class AdamW {
   int64_t steps_ = 0;
 };
 
-// sqrt(sum of squared gradients) over all parameters with a gradient
-// (computed in fp32/fp64 whatever the gradient dtype).
+// sqrt(sum of squared gradients) over all parameters with a gradient (each
+// tensor's norm in its own dtype, summed in fp64).
 double GlobalGradNorm(const NamedTensors& params);
 
-// Scales gradients so their global norm is at most `max_norm` (0 = no clip).
-// Returns the norm before clipping.
-double ClipGradNorm(const NamedTensors& params, double max_norm);
+// Multiplies gradients by `scale` and then clips their global norm to
+// `max_norm` (0 = no clip), in one pass over the gradients. Returns the norm
+// after scaling, before clipping.
+double ClipGradNorm(const NamedTensors& params, double max_norm,
+                    double scale = 1.0);
 
 }  // namespace xlnet

@@ -134,12 +134,11 @@ absl::Status Trainer::Save(int64_t step) {
     contents.tensor_files = std::move(files);
     contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
     contents.text_files["config.yaml"] = options_.config_yaml;
-    nlohmann::json state = {{"step", step},
-                            {"skipped_steps", skipped_},
-                            {"world_size", world_size()}};
-    state["format"] = "trainer_state";
-    state["format_version"] = kTrainerStateVersion;
-    contents.text_files[kTrainerStateFile] = state.dump(2) + "\n";
+    contents.text_files[kTrainerStateFile] =
+        StateJsonText("trainer_state", kTrainerStateVersion,
+                      {{"step", step},
+                       {"skipped_steps", skipped_},
+                       {"world_size", world_size()}});
     contents.moved_files_dir = staging;
     XLNET_RETURN_IF_ERROR(
         checkpoints_.Save(step, unit_->ModelConfig(), contents));
@@ -269,16 +268,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     const double global_loss =
         global_loss_sum / std::max(global_normalizer, 1e-12);
-    {
-      // The reducer averaged the summed gradients over ranks; make them the
-      // gradient of sum(loss) / sum(normalizer).
-      torch::NoGradGuard no_grad;
-      const double scale = world_size() / std::max(global_normalizer, 1e-12);
-      for (auto& [name, p] : params_) {
-        if (p.grad().defined()) p.mutable_grad().mul_(scale);
-      }
-    }
-    const double grad_norm = ClipGradNorm(params_, train.clip);
+    // The reducer averaged the summed gradients over ranks; scale them to the
+    // gradient of sum(loss) / sum(normalizer), then clip, in one pass.
+    const double grad_norm = ClipGradNorm(
+        params_, train.clip, world_size() / std::max(global_normalizer, 1e-12));
     const double lr = ScheduledLearningRate(train, step_);
     const bool finite = std::isfinite(grad_norm) && std::isfinite(global_loss);
     if (finite) {

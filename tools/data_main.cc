@@ -133,6 +133,7 @@ absl::Status RunDump(int argc, char** argv) {
                           "--data DIR --config CFG [--set k=v] --batches N "
                           "--out F.safetensors [--rank R --world_size W]");
   flags.AddString("data", &o.data_dir, "directory from xlnet-data prepare");
+  flags.Require("data");
   flags.AddInt("batches", &o.batches, "number of batches");
   flags.AddString("out", &o.out, "safetensors file to write");
   flags.AddInt("rank", &rank, "this rank");
@@ -142,7 +143,6 @@ absl::Status RunDump(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
-  if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
   o.rank = static_cast<int>(rank);
@@ -158,6 +158,7 @@ absl::Status RunInspect(int argc, char** argv) {
                           "--data DIR --config CFG [--set k=v] [--step S] "
                           "[--row R]");
   flags.AddString("data", &o.data_dir, "directory from xlnet-data prepare");
+  flags.Require("data");
   flags.AddInt("step", &o.step, "sampler step");
   flags.AddInt("row", &o.row, "global batch row");
   flags.AddString("split", &split, "train or eval");
@@ -165,7 +166,6 @@ absl::Status RunInspect(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
-  if (o.data_dir.empty()) return absl::InvalidArgumentError("no --data given");
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
   return xlnet::data::InspectSample(o, std::cout);
