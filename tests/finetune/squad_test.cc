@@ -434,8 +434,6 @@ std::vector<SquadWindowResult> OracleResults(const SquadFeatures& f) {
     r.end_top_index = {w.is_impossible ? w.cls_index : end, w.cls_index,
                        w.cls_index, w.cls_index};
     r.end_top_log_probs = {-0.1, -3.0, -3.0, -3.0};
-    // A training-less example set has no targets; keep those windows
-    // invalid too.
     results.push_back(r);
   }
   return results;
