@@ -10,9 +10,15 @@ absl::Status WriteModelDir(
     const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
     const std::function<absl::Status(const AtomicDirWriter&)>& write_extra) {
   XLNET_RETURN_IF_ERROR(ValidateModelConfig(config));
+  return WriteModelDir(dir, ModelConfigToJson(config), tensors, write_extra);
+}
+
+absl::Status WriteModelDir(
+    const std::string& dir, const std::string& config_json,
+    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra) {
   XLNET_ASSIGN_OR_RETURN(AtomicDirWriter writer, AtomicDirWriter::Begin(dir));
-  XLNET_RETURN_IF_ERROR(
-      WriteFileAtomic(writer.Path(kConfigFile), ModelConfigToJson(config)));
+  XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(kConfigFile), config_json));
   XLNET_RETURN_IF_ERROR(
       WriteSafetensors(writer.Path(kWeightsFile), tensors, {{"format", "pt"}}));
   if (write_extra) XLNET_RETURN_IF_ERROR(write_extra(writer));

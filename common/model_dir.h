@@ -36,6 +36,14 @@ absl::Status WriteModelDir(
     const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
         {});
 
+// The same with config.json's text given (a config with HF keys XLNetConfig
+// does not hold, e.g. torch_dtype, problem_type).
+absl::Status WriteModelDir(
+    const std::string& dir, const std::string& config_json,
+    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
+        {});
+
 struct ModelDir {
   std::string path;
   XLNetConfig config;

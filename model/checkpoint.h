@@ -8,6 +8,8 @@
 // model.safetensors atomically (no lm_loss.weight, as HF does when tied).
 #pragma once
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +31,34 @@ struct LoadOptions {
 // The heads of HF's fine-tuning models; the tool ignores them when loading.
 const std::vector<std::string>& FineTuningHeadPrefixes();
 
+// Maps a stored tensor name to the module's parameter name; "" skips it.
+using ParameterNameMap = std::function<std::string(const std::string&)>;
+
+// Copies `tensors` into the parameters of any module, `name_map` (null =
+// identity) giving the parameter name of each stored name. Parameters named
+// in `may_be_missing` keep their values when absent; `extra_problems` are
+// reported with the others. Every problem (missing, unexpected, shape
+// mismatch, non-float data) is collected and returned in one InvalidArgument
+// error naming `source` and the stored names; nothing is copied then.
+absl::Status LoadParameters(
+    torch::nn::Module& module,
+    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::string& source, const ParameterNameMap& name_map,
+    const std::vector<std::string>& may_be_missing,
+    std::vector<std::string> extra_problems = {});
+
+// Reads and validates DIR/config.json (errors name the file).
+absl::StatusOr<XLNetConfig> ReadPretrainedConfig(const std::string& dir);
+
+// The stored tensors of a model directory and the file they came from.
+struct StoredWeights {
+  std::string path;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+};
+
+// DIR/model.safetensors, else DIR/pytorch_model.bin (ReadTorchSaveStateDict).
+absl::StatusOr<StoredWeights> ReadStoredWeights(const std::string& dir);
+
 // Copies `tensors` (HF names) into `model`. Every problem (missing names,
 // unexpected names, shape mismatches, non-float data) is collected and
 // returned together in one InvalidArgument error naming `source`.
@@ -43,9 +73,15 @@ absl::Status LoadStateDict(
 absl::StatusOr<XLNetLMHeadModel> LoadPretrained(const std::string& dir,
                                                 const LoadOptions& options = {});
 
-// The HF state dict of `model` (no lm_loss.weight), CPU, contiguous.
+// The HF state dict of `model` (its named_parameters: for
+// XLNetLMHeadModel no lm_loss.weight), CPU, contiguous.
 std::vector<std::pair<std::string, torch::Tensor>> HfStateDict(
-    XLNetLMHeadModelImpl& model);
+    torch::nn::Module& model);
+
+// ModelConfigToJson(config) with the keys of `extra` added: HF keys that
+// XLNetConfig does not hold (problem_type, torch_dtype). Validates `config`.
+absl::StatusOr<std::string> ModelConfigJsonWith(const XLNetConfig& config,
+                                                const nlohmann::json& extra);
 
 // Writes config.json + model.safetensors into `dir` atomically.
 absl::Status SavePretrained(XLNetLMHeadModelImpl& model, const std::string& dir);

@@ -14,39 +14,13 @@ namespace xlnet {
 namespace {
 
 using testing::GoldenDir;
+using testing::GradCheck;
 using testing::LoadGoldenModel;
 using testing::MakePlmInputs;
 using testing::MakeRandomModel;
 using testing::MaxAbsDiff;
 using testing::ReadTensors;
 using testing::TinyConfig;
-
-// ------------------------------------------------------------ gradient check
-
-// Compares autograd's gradient of f with central finite differences for each
-// of `inputs` (double tensors with requires_grad). Returns the largest
-// absolute difference.
-double GradCheck(const std::function<torch::Tensor(const std::vector<torch::Tensor>&)>& f,
-                 std::vector<torch::Tensor> inputs, double eps = 1e-6) {
-  for (auto& t : inputs) t = t.detach().clone().requires_grad_(true);
-  auto grads = torch::autograd::grad({f(inputs)}, inputs);
-  double worst = 0;
-  torch::NoGradGuard no_grad;
-  for (size_t n = 0; n < inputs.size(); ++n) {
-    auto flat = inputs[n].view({-1});
-    auto g = grads[n].reshape({-1});
-    for (int64_t i = 0; i < flat.numel(); ++i) {
-      const double orig = flat[i].item<double>();
-      flat[i] = orig + eps;
-      const double up = f(inputs).item<double>();
-      flat[i] = orig - eps;
-      const double down = f(inputs).item<double>();
-      flat[i] = orig;
-      worst = std::max(worst, std::abs((up - down) / (2 * eps) - g[i].item<double>()));
-    }
-  }
-  return worst;
-}
 
 TEST(GradCheckTest, RelShift) {
   torch::manual_seed(1);

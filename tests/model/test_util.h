@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/safetensors.h"
 #include "model/checkpoint.h"
@@ -137,6 +141,35 @@ inline XLNetInputs MakePlmInputs(int64_t b, int64_t l, int64_t p, int64_t vocab,
     }
   }
   return x;
+}
+
+inline  // Compares autograd's gradient of f with central finite differences for
+        // each
+    // of `inputs` (double tensors with requires_grad). Returns the largest
+    // absolute difference.
+    double
+    GradCheck(const std::function<
+                  torch::Tensor(const std::vector<torch::Tensor>&)>& f,
+              std::vector<torch::Tensor> inputs, double eps = 1e-6) {
+  for (auto& t : inputs) t = t.detach().clone().requires_grad_(true);
+  auto grads = torch::autograd::grad({f(inputs)}, inputs);
+  double worst = 0;
+  torch::NoGradGuard no_grad;
+  for (size_t n = 0; n < inputs.size(); ++n) {
+    auto flat = inputs[n].view({-1});
+    auto g = grads[n].reshape({-1});
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      const double orig = flat[i].item<double>();
+      flat[i] = orig + eps;
+      const double up = f(inputs).item<double>();
+      flat[i] = orig - eps;
+      const double down = f(inputs).item<double>();
+      flat[i] = orig;
+      worst = std::max(worst,
+                       std::abs((up - down) / (2 * eps) - g[i].item<double>()));
+    }
+  }
+  return worst;
 }
 
 }  // namespace xlnet::testing
