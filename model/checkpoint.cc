@@ -182,6 +182,8 @@ std::vector<std::pair<std::string, torch::Tensor>> HfStateDict(
 absl::StatusOr<std::string> ModelConfigJsonWith(const XLNetConfig& config,
                                                 const nlohmann::json& extra) {
   XLNET_RETURN_IF_ERROR(ValidateModelConfig(config));
+  TORCH_CHECK(extra.is_object(),
+              "ModelConfigJsonWith: extra must be a JSON object");
   nlohmann::json out = nlohmann::json::parse(ModelConfigToJson(config));
   for (const auto& [key, value] : extra.items()) out[key] = value;
   return out.dump(2) + "\n";

@@ -614,13 +614,15 @@ absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
   return model;
 }
 
+const char* ProblemType(int64_t num_labels) {
+  return num_labels == 1 ? "regression" : "single_label_classification";
+}
+
 absl::Status SavePretrained(XLNetForSequenceClassificationImpl& model,
                             const std::string& dir) {
   return SaveWithArchitecture(
       model, model.config(), "XLNetForSequenceClassification",
-      {{"problem_type",
-        model.is_regression() ? "regression" : "single_label_classification"}},
-      dir);
+      {{"problem_type", ProblemType(model.num_labels())}}, dir);
 }
 
 absl::Status SavePretrained(XLNetForQuestionAnsweringImpl& model,

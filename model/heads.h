@@ -285,6 +285,10 @@ absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
 bool HasHead(const StoredWeights& weights,
              const std::vector<std::string>& prefixes);
 
+// HF problem_type of a classifier with `num_labels` outputs: "regression"
+// for 1, else "single_label_classification".
+const char* ProblemType(int64_t num_labels);
+
 // Writes config.json (architectures ["XLNetForSequenceClassification"],
 // id2label/label2id, problem_type) + model.safetensors into `dir`
 // atomically.
