@@ -2,7 +2,9 @@
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
+#if defined(XLNET_WITH_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(USE_C10D_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -114,6 +116,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
               "device cuda needs a LibTorch built with NCCL (USE_C10D_NCCL)");
 #endif
         }
+#if defined(XLNET_WITH_GLOO)
         auto options = c10d::ProcessGroupGloo::Options::create(timeout);
         options->devices.push_back(
             c10d::ProcessGroupGloo::createDefaultDevice());
@@ -121,6 +124,12 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
             store, rank, world_size, options);
         group->backend_ = "gloo";
         return absl::OkStatus();
+#else
+        return absl::FailedPreconditionError(
+            "CPU data parallel needs Gloo, and this build found no gloo "
+            "headers in its LibTorch (see CMakeLists.txt); run one process "
+            "or build against a LibTorch that ships them");
+#endif
       }));
   return group;
 }

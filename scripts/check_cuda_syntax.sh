@@ -26,7 +26,7 @@ status=0
 for f in $files; do
   echo "check_cuda_syntax: $f"
   g++ -std=gnu++17 -fsyntax-only -D_GLIBCXX_USE_CXX11_ABI=1 \
-    -DUSE_C10D_NCCL -DUSE_C10D_GLOO -DUSE_DISTRIBUTED -DXLNET_WITH_CUDA=1 \
+    -DUSE_C10D_NCCL -DUSE_C10D_GLOO -DUSE_DISTRIBUTED -DXLNET_WITH_CUDA=1 -DXLNET_WITH_GLOO=1 \
     -I"$stub" -I. -isystem /usr/include/torch/csrc/api/include \
     -isystem "$CUDA_HOME/include" "$f" || status=1
 done

@@ -13,6 +13,15 @@
 
 #include "common/file_util.h"
 
+// Skips a test that needs Gloo (CPU data parallel) in builds without it
+// (LibTorch without gloo headers, e.g. pip wheels; see CMakeLists.txt).
+#if defined(XLNET_WITH_GLOO)
+#define XLNET_SKIP_WITHOUT_GLOO() (void)0
+#else
+#define XLNET_SKIP_WITHOUT_GLOO() \
+  GTEST_SKIP() << "this build has no Gloo (no gloo headers in LibTorch)"
+#endif
+
 namespace xlnet::testing {
 
 // A fresh directory under /tmp, removed (with its contents) on destruction.

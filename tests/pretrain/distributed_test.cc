@@ -7,6 +7,8 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "tests/test_util.h"
+
 namespace xlnet {
 namespace {
 
@@ -67,6 +69,7 @@ TEST(DistEnvTest, ReadsTorchrunVariables) {
 }
 
 TEST(ProcessGroupTest, CollectivesAndConfigCheck) {
+  XLNET_SKIP_WITHOUT_GLOO();
   RunRanks(2, milliseconds(20000), [](int rank, ProcessGroup& group) {
     EXPECT_EQ(group.backend(), "gloo");
     std::vector<torch::Tensor> t = {torch::full({3}, rank + 1.0f)};
@@ -107,6 +110,7 @@ torch::Tensor Batch() {
 }
 
 TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
+  XLNET_SKIP_WITHOUT_GLOO();
   Net reference;
   reference.Loss(Batch()).backward();
   for (int64_t bucket_bytes : {int64_t{1} << 20, int64_t{64}}) {
@@ -128,6 +132,7 @@ TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
 }
 
 TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
+  XLNET_SKIP_WITHOUT_GLOO();
   Net reference;
   reference.Loss(Batch()).backward();
   RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
@@ -149,6 +154,7 @@ TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
 }
 
 TEST(ProcessGroupTest, DeadRankEndsTheOthers) {
+  XLNET_SKIP_WITHOUT_GLOO();
   RunRanks(2, milliseconds(20000), [](int rank, ProcessGroup& group) {
     if (rank == 1) return;  // exits: its connections close
     std::vector<torch::Tensor> t = {torch::ones({1})};
@@ -157,6 +163,7 @@ TEST(ProcessGroupTest, DeadRankEndsTheOthers) {
 }
 
 TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
+  XLNET_SKIP_WITHOUT_GLOO();
   double waited = 0;
   RunRanks(2, milliseconds(1500), [&](int rank, ProcessGroup& group) {
     if (rank == 1) {
@@ -174,6 +181,29 @@ TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
   // The 1.5 s timeout fired, long before the stuck rank woke up.
   EXPECT_GE(waited, 1.0);
   EXPECT_LT(waited, 5.0);
+}
+
+// The NCCL path on one GPU (a single-rank communicator): the group is built,
+// all-reduce and broadcast run on CUDA tensors. Needs a CUDA LibTorch with
+// NCCL and a GPU (scripts/gpu_check.sh); skipped elsewhere.
+TEST(ProcessGroupTest, NcclSingleRankCollectives) {
+#if !defined(USE_C10D_NCCL)
+  GTEST_SKIP() << "built without NCCL (USE_C10D_NCCL)";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto group = ProcessGroup::FromStore(store, 0, 1,
+                                       torch::Device(torch::kCUDA, 0),
+                                       milliseconds(60000));
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ((*group)->backend(), "nccl");
+  std::vector<torch::Tensor> t = {
+      torch::arange(6, torch::TensorOptions().device(torch::kCUDA))};
+  (*group)->AllReduceSum(t);
+  EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(6)));
+  (*group)->Broadcast(t, 0);
+  (*group)->Barrier();
+#endif
 }
 
 }  // namespace
