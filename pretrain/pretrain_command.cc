@@ -120,6 +120,9 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   options.config_yaml = ConfigToYaml(unit_options.config);
   options.run_dir = out_dir;
   options.resume = resume;
+  // Checkpoints carry the tokenizer so fine-tuning and export need only them.
+  options.extra_files["spiece.model"] =
+      unit->sampler().tokenizer().model_bytes();
   Trainer trainer(options, unit.get(), group.get());
   XLNET_ASSIGN_OR_RETURN(TrainResult result, trainer.Run());
   if (env.rank == 0) {

@@ -133,6 +133,7 @@ absl::Status Trainer::Save(int64_t step) {
     contents.model = unit_->StateDict();
     contents.tensor_files = std::move(files);
     contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
+    contents.text_files = options_.extra_files;
     contents.text_files["config.yaml"] = options_.config_yaml;
     contents.text_files[kTrainerStateFile] =
         StateJsonText("trainer_state", kTrainerStateVersion,
@@ -187,6 +188,68 @@ absl::Status Trainer::Restore(const std::string& dir) {
   return TruncateMetricsAfter(step_);
 }
 
+absl::Status Trainer::EvaluateAndKeepBest() {
+  unit_->SetTraining(false);
+  std::map<std::string, double> eval;
+  XLNET_RETURN_IF_ERROR(
+      CatchExceptions(absl::StrCat("evaluation at step ", step_), [&]() {
+        torch::NoGradGuard no_grad;
+        eval = unit_->Evaluate();
+        return absl::OkStatus();
+      }));
+  unit_->SetTraining(true);
+  evaluated_step_ = step_;
+  if (eval.empty()) return absl::OkStatus();
+  nlohmann::json line = {{"step", step_}};
+  std::string text;
+  for (const auto& [k, v] : eval) {
+    line["eval_" + k] = v;
+    absl::StrAppend(&text, " eval_", k, " ", absl::StrFormat("%.4f", v));
+  }
+  XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+  if (rank() == 0) XLOG(INFO) << "step " << step_ << ":" << text;
+  if (options_.best_metric.empty()) return absl::OkStatus();
+  auto it = eval.find(options_.best_metric);
+  if (it == eval.end()) {
+    std::string keys;
+    for (const auto& [k, v] : eval) absl::StrAppend(&keys, " ", k);
+    return absl::InvalidArgumentError(
+        absl::StrCat("the best-checkpoint metric '", options_.best_metric,
+                     "' is not among the evaluation's metrics:", keys));
+  }
+  const double value = it->second;
+  const bool better =
+      std::isfinite(value) &&
+      (!best_value_ || (options_.best_lower_is_better ? value < *best_value_
+                                                      : value > *best_value_));
+  if (!better) return absl::OkStatus();
+  best_value_ = value;
+  if (rank() == 0) XLNET_RETURN_IF_ERROR(SaveBest(eval));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
+  const std::string dir = options_.run_dir + "/" + kBestDir;
+  nlohmann::json state = {{"step", step_},
+                          {"metric", options_.best_metric},
+                          {"value", *best_value_},
+                          {"lower_is_better", options_.best_lower_is_better}};
+  for (const auto& [k, v] : eval) state["eval"][k] = v;
+  XLNET_RETURN_IF_ERROR(WriteModelDir(
+      dir, unit_->ModelConfig(), unit_->StateDict(),
+      [&](const AtomicDirWriter& writer) -> absl::Status {
+        for (const auto& [name, bytes] : options_.extra_files) {
+          XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), bytes));
+        }
+        return WriteFileAtomic(writer.Path(kBestStateFile),
+                               state.dump(2) + "\n");
+      }));
+  XLOG(INFO) << "new best " << options_.best_metric << " "
+             << absl::StrFormat("%.4f", *best_value_) << " at step " << step_
+             << ": saved " << dir;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainResult> Trainer::Run() {
   const TrainConfig& train = options_.train;
   XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
@@ -206,6 +269,22 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       }
       return absl::OkStatus();
     }));
+  }
+  if (!options_.best_metric.empty() && !options_.resume.empty()) {
+    // A resumed run competes with the best model the run already kept.
+    const std::string best = absl::StrCat(options_.run_dir, "/", kBestDir,
+                                          "/", kBestStateFile);
+    if (PathExists(best)) {
+      XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(best));
+      try {
+        auto j = nlohmann::json::parse(text);
+        if (j.at("metric").get<std::string>() == options_.best_metric) {
+          best_value_ = j.at("value").get<double>();
+        }
+      } catch (const std::exception& e) {
+        return absl::DataLossError(absl::StrCat(best, ": ", e.what()));
+      }
+    }
   }
   if (options_.resume == "latest") {
     if (auto dir = checkpoints_.LatestValid())
@@ -338,23 +417,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
           ". Lower train.lr, check the data, or use train.dtype=fp32."));
     }
     if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
-      unit_->SetTraining(false);
-      std::map<std::string, double> eval;
-      {
-        torch::NoGradGuard no_grad;
-        eval = unit_->Evaluate();
-      }
-      unit_->SetTraining(true);
-      if (!eval.empty()) {
-        nlohmann::json line = {{"step", step_}};
-        std::string text;
-        for (const auto& [k, v] : eval) {
-          line["eval_" + k] = v;
-          absl::StrAppend(&text, " eval_", k, " ", absl::StrFormat("%.4f", v));
-        }
-        XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
-        if (rank() == 0) XLOG(INFO) << "step " << step_ << ":" << text;
-      }
+      XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
     }
     if (stop) {
       XLOG(INFO) << "stop requested: saving at step " << step_;
@@ -368,7 +431,15 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       last_saved = step_;
     }
   }
+  if (!options_.best_metric.empty() && evaluated_step_ != step_ &&
+      !result.interrupted) {
+    XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
+  }
   if (last_saved != step_) XLNET_RETURN_IF_ERROR(Save(step_));
+  if (best_value_) {
+    result.best_dir = options_.run_dir + "/" + kBestDir;
+    result.best_value = *best_value_;
+  }
   result.steps = step_;
   result.skipped_steps = skipped_;
   result.last_checkpoint = checkpoints_.StepDir(step_);

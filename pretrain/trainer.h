@@ -75,7 +75,21 @@ struct TrainerOptions {
   // Print a progress line every log_steps (rank 0). Logged loss is the mean
   // over the steps since the previous line.
   bool progress = true;
+  // Files copied verbatim into every checkpoint and into RUN/best/ (file
+  // name -> bytes), e.g. the tokenizer's spiece.model.
+  std::map<std::string, std::string> extra_files;
+  // When set, a key of TrainUnit::Evaluate() (without the "eval_" prefix):
+  // the model of the best evaluation so far is kept as RUN/best/ (a model
+  // directory plus best.json), and the run also evaluates after its last
+  // step. Higher is better unless best_lower_is_better.
+  std::string best_metric;
+  bool best_lower_is_better = false;
 };
+
+// RUN/best/ and its description, written when TrainerOptions::best_metric
+// is set.
+inline constexpr char kBestDir[] = "best";
+inline constexpr char kBestStateFile[] = "best.json";
 
 struct TrainResult {
   int64_t steps = 0;          // optimizer steps completed (total)
@@ -83,6 +97,10 @@ struct TrainResult {
   bool interrupted = false;   // stopped by SIGTERM/SIGINT
   double last_loss = 0;
   std::string last_checkpoint;
+  // RUN/best/ when best_metric is set and an evaluation ran, else "".
+  std::string best_dir;
+  // The best value of best_metric (when best_dir is set).
+  double best_value = 0;
 };
 
 // Installs SIGTERM/SIGINT handlers that ask running trainers to stop after
@@ -105,6 +123,9 @@ class Trainer {
 
  private:
   absl::Status Restore(const std::string& dir);
+  // Runs TrainUnit::Evaluate, logs it and updates RUN/best/.
+  absl::Status EvaluateAndKeepBest();
+  absl::Status SaveBest(const std::map<std::string, double>& eval);
   absl::Status Save(int64_t step);
   absl::Status AppendMetrics(const std::string& json_line);
   absl::Status TruncateMetricsAfter(int64_t step);
@@ -120,6 +141,8 @@ class Trainer {
   CheckpointManager checkpoints_;
   int64_t step_ = 0;
   int64_t skipped_ = 0;
+  int64_t evaluated_step_ = -1;
+  std::optional<double> best_value_;
 };
 
 }  // namespace xlnet
