@@ -125,6 +125,7 @@ void VisitFinetune(S& c, V& v) {
   v("max_answer_length", c.max_answer_length);
   v("n_best_size", c.n_best_size);
   v("null_score_threshold", c.null_score_threshold);
+  v("answer_class_start", c.answer_class_start);
 }
 
 // Calls `fn(section_name, visit)` for each section of a Config, where
@@ -155,6 +156,9 @@ std::string TypeName(const bool*) { return "true or false"; }
 std::string TypeName(const std::string*) { return "a string"; }
 std::string TypeName(const std::optional<int64_t>*) {
   return "an integer or null";
+}
+std::string TypeName(const std::optional<double>*) {
+  return "a number or null";
 }
 std::string TypeName(const std::vector<std::string>*) {
   return "a list of strings";
@@ -211,6 +215,16 @@ bool ReadYaml(const YAML::Node& node, std::optional<int64_t>* out) {
     return true;
   }
   int64_t value;
+  if (!ReadYaml(node, &value)) return false;
+  *out = value;
+  return true;
+}
+bool ReadYaml(const YAML::Node& node, std::optional<double>* out) {
+  if (IsYamlNull(node)) {
+    out->reset();
+    return true;
+  }
+  double value;
   if (!ReadYaml(node, &value)) return false;
   *out = value;
   return true;
@@ -299,6 +313,13 @@ struct YamlWriter {
       out << YAML::Null;
     }
   }
+  void operator()(const char* key, const std::optional<double>& v) {
+    if (v) {
+      (*this)(key, *v);
+    } else {
+      out << YAML::Key << key << YAML::Value << YAML::Null;
+    }
+  }
   void operator()(const char* key, const std::vector<std::string>& v) {
     out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (const auto& s : v) out << YAML::DoubleQuoted << s;
@@ -345,6 +366,16 @@ bool ReadJson(const Json& j, std::optional<int64_t>* out) {
   *out = v;
   return true;
 }
+bool ReadJson(const Json& j, std::optional<double>* out) {
+  if (j.is_null()) {
+    out->reset();
+    return true;
+  }
+  double v;
+  if (!ReadJson(j, &v)) return false;
+  *out = v;
+  return true;
+}
 bool ReadJson(const Json& j, std::vector<std::string>* out) {
   if (!j.is_array()) return false;
   std::vector<std::string> values;
@@ -379,6 +410,9 @@ struct JsonWriter {
     out[key] = v;
   }
   void operator()(const char* key, const std::optional<int64_t>& v) {
+    out[key] = v ? Json(*v) : Json(nullptr);
+  }
+  void operator()(const char* key, const std::optional<double>& v) {
     out[key] = v ? Json(*v) : Json(nullptr);
   }
   void operator()(const char* key, const std::vector<std::string>& v) {
@@ -578,6 +612,8 @@ std::optional<Problem> CheckFinetune(const FinetuneConfig& f) {
   c.Check(f.max_query_length > 0, "max_query_length", "must be positive");
   c.Check(f.max_answer_length > 0, "max_answer_length", "must be positive");
   c.Check(f.n_best_size > 0, "n_best_size", "must be positive");
+  c.OneOf<void>("answer_class_start", f.answer_class_start,
+                {"official", "hf"});
   return c.problem();
 }
 

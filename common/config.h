@@ -207,8 +207,14 @@ struct FinetuneConfig {
   int64_t max_answer_length = 64;
   // SQuAD: n-best list size.
   int64_t n_best_size = 5;
-  // SQuAD v2: predict "no answer" when its score beats the best span by this.
-  double null_score_threshold = 0.0;
+  // SQuAD v2: predict "" for a question whose null odds (the lowest
+  // answer-class logit over its windows) exceed this; null always predicts
+  // the best span and leaves the threshold to the evaluation, which reports
+  // best_exact/best_f1 and their thresholds (official XLNet).
+  std::optional<double> null_score_threshold;
+  // SQuAD: the answer-class head's start feature in training: "official"
+  // (softmax-weighted start, official XLNet) or "hf" (gold start, HF).
+  std::string answer_class_start = "official";
 };
 
 // A whole config file.
