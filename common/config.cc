@@ -366,16 +366,6 @@ bool ReadJson(const Json& j, std::optional<int64_t>* out) {
   *out = v;
   return true;
 }
-bool ReadJson(const Json& j, std::optional<double>* out) {
-  if (j.is_null()) {
-    out->reset();
-    return true;
-  }
-  double v;
-  if (!ReadJson(j, &v)) return false;
-  *out = v;
-  return true;
-}
 bool ReadJson(const Json& j, std::vector<std::string>* out) {
   if (!j.is_array()) return false;
   std::vector<std::string> values;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds xlnet.cpp against a CUDA LibTorch (the PyTorch that `python3` imports,
+# e.g. a pip wheel) and runs what needs a GPU:
+#   1. the whole test suite against that LibTorch (CPU paths; Gloo tests are
+#      skipped when its headers are missing, as in pip wheels),
+#   2. the HuggingFace comparisons on the GPU (XLNET_TEST_DEVICE=cuda),
+#   3. short pretraining runs of configs/tiny.yaml on cuda in fp32, bf16 and
+#      fp16, each resumed once, on the bundled sample corpus.
+# Extra dependency prefixes (absl, ICU, ...) go in XLNET_EXTRA_PREFIX
+# (';'-separated). Results land in ${XLNET_GPU_OUT:-runs/gpu_check}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${XLNET_BUILD_DIR:-build-cuda}
+OUT=${XLNET_GPU_OUT:-runs/gpu_check}
+PY=${PYTHON:-python3}
+TORCH_PREFIX=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
+NCCL_ROOT=$($PY -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' \
+  2>/dev/null || true)
+mkdir -p "$OUT"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DXLNET_WITH_CUDA=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;${XLNET_EXTRA_PREFIX:-}" \
+  -DXLNET_NCCL_ROOT="$NCCL_ROOT" ${XLNET_CMAKE_ARGS:-}
+ninja -C "$BUILD"
+"$BUILD/bin/xlnet-inspect" --runtime | tee "$OUT/runtime.txt"
+
+echo "== 1. test suite"
+ctest --test-dir "$BUILD" --output-on-failure 2>&1 | tee "$OUT/ctest.txt"
+
+echo "== 2. HF comparisons on cuda"
+XLNET_TEST_DEVICE=cuda "$BUILD/bin/xlnet_model_test" \
+  --gtest_filter='HfExtraTest.*:HeadsCudaTest.*' 2>&1 | tee "$OUT/hf_cuda.txt"
+
+echo "== 3. pretraining on cuda"
+DATA=$OUT/data
+"$BUILD/bin/xlnet-data" tokenizer --input data/sample/brown_sample.txt \
+  --vocab_size 1000 --out "$OUT/spiece.model"
+"$BUILD/bin/xlnet-data" prepare --input data/sample/brown_sample.txt \
+  --tokenizer "$OUT/spiece.model" --out "$DATA"
+for dtype in fp32 bf16 fp16; do
+  RUN=$OUT/pretrain_$dtype
+  rm -rf "$RUN"
+  common=(--config configs/tiny.yaml --data "$DATA" --out "$RUN"
+          --set train.device=cuda --set train.dtype=$dtype
+          --set train.log_steps=100 --set train.save_steps=200)
+  "$BUILD/bin/xlnet-pretrain" "${common[@]}" --set train.max_steps=200
+  "$BUILD/bin/xlnet-pretrain" "${common[@]}" --set train.max_steps=400 \
+    --resume latest
+  tail -n 3 "$RUN/metrics.jsonl"
+done 2>&1 | tee "$OUT/pretrain.txt"
+echo "gpu_check: done ($OUT)"
