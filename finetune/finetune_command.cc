@@ -1,10 +1,12 @@
 #include "finetune/finetune_command.h"
 
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -17,6 +19,7 @@
 #include "finetune/examples.h"
 #include "finetune/finetune_unit.h"
 #include "finetune/squad.h"
+#include "finetune/squad_eval.h"
 #include "pretrain/run_setup.h"
 #include "pretrain/trainer.h"
 
@@ -472,6 +475,82 @@ absl::Status RunBaselineCommand(int argc, char** argv) {
   }
   XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
   return WriteFileAtomic(out_dir + "/eval_results.json", json.dump(2) + "\n");
+}
+
+namespace {
+
+// A {"qid": value} JSON object file.
+template <typename T>
+absl::StatusOr<std::map<std::string, T>> ReadJsonMap(const std::string& path) {
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::map<std::string, T> out;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": expected a JSON object {\"id\": ...}"));
+    }
+    for (const auto& [k, v] : j.items()) out[k] = v.get<T>();
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status RunSquadEvalCommand(int argc, char** argv) {
+  std::string null_odds_path, out_path;
+  double na_prob_thresh = 1.0;
+  FlagParser flags("xlnet-squad-eval",
+                   "DATA.json PREDICTIONS.json [--null_odds F] "
+                   "[--na_prob_thresh T] [--out eval.json]");
+  flags.AllowPositional();
+  flags.AddString("null_odds", &null_odds_path,
+                  "{qid: score} (null_odds.json): adds best_exact/best_f1 and "
+                  "their thresholds");
+  flags.AddString("out", &out_path, "also write the scores to this file");
+  // FlagParser has no float flag: the threshold comes as text.
+  std::string thresh_text = "1.0";
+  flags.AddString("na_prob_thresh", &thresh_text,
+                  "with --null_odds: a question above it counts as \"\"");
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
+  const std::vector<std::string>& args = flags.positional();
+  if (args.size() != 2) {
+    return absl::InvalidArgumentError(
+        "expected DATA.json PREDICTIONS.json (see --help)");
+  }
+  if (!absl::SimpleAtod(thresh_text, &na_prob_thresh)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--na_prob_thresh: not a number: ", thresh_text));
+  }
+  finetune::SquadReadOptions read;
+  read.check_answer_spans = false;  // score any file the script scores
+  XLNET_ASSIGN_OR_RETURN(finetune::SquadDataset data,
+                         finetune::ReadSquad(args[0], read));
+  XLNET_ASSIGN_OR_RETURN(auto predictions, ReadJsonMap<std::string>(args[1]));
+  std::optional<std::map<std::string, double>> null_odds;
+  if (!null_odds_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(null_odds, ReadJsonMap<double>(null_odds_path));
+  }
+  finetune::SquadEvalOptions options;
+  options.na_prob_threshold = na_prob_thresh;
+  XLNET_ASSIGN_OR_RETURN(
+      finetune::SquadEvalResult result,
+      finetune::EvaluateSquad(data, predictions,
+                              null_odds ? &*null_odds : nullptr, options));
+  for (const auto& id : result.missing) {
+    XLOG(WARNING) << "missing prediction for " << id;
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : result.metrics) j[k] = v;
+  std::cout << j.dump(2) << std::endl;
+  if (!out_path.empty()) {
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(out_path, j.dump(2) + "\n"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace xlnet

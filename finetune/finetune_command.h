@@ -19,4 +19,10 @@ absl::Status RunFinetuneCommand(int argc, char** argv);
 //   xlnet-baseline --train F --dev F [--test F] --out DIR
 absl::Status RunBaselineCommand(int argc, char** argv);
 
+// xlnet-squad-eval: the official SQuAD v1.1/v2.0 evaluation of a predictions
+// file, printed as JSON (the official script's output keys):
+//   xlnet-squad-eval DATA.json PREDICTIONS.json [--null_odds F]
+//       [--na_prob_thresh 1.0] [--out eval.json]
+absl::Status RunSquadEvalCommand(int argc, char** argv);
+
 }  // namespace xlnet

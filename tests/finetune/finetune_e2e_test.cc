@@ -223,6 +223,19 @@ TEST_F(FinetuneE2ETest, SquadPredictionsAndOfficialScores) {
   EXPECT_EQ(predictions.size(), questions);
   EXPECT_EQ(results["dev"]["total"].get<double>(), questions);
   EXPECT_TRUE(PathExists(run.Join("predictions_dev/null_odds.json")));
+  // The stand-alone evaluator (the official script's CLI) on the written
+  // files gives the run's own scores.
+  r = RunCommand(ToolPath("squad-eval") + " " + squad + " " +
+                 run.Join("predictions_dev/predictions.json") +
+                 " --null_odds " + run.Join("predictions_dev/null_odds.json") +
+                 " --out " + run.Join("eval.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json eval = ReadJson(run.Join("eval.json"));
+  for (const char* key : {"exact", "f1", "best_f1", "HasAns_exact"}) {
+    EXPECT_DOUBLE_EQ(eval[key].get<double>(),
+                     results["dev"][key].get<double>())
+        << key;
+  }
   const nlohmann::json config = ReadJson(run.Join("best/config.json"));
   EXPECT_EQ(config["architectures"][0], "XLNetForQuestionAnswering");
 }
