@@ -17,6 +17,39 @@
 
 namespace xlnet {
 
+absl::StatusOr<RankSetup> SetUpRank(Config* config) {
+  RankSetup setup;
+  XLNET_ASSIGN_OR_RETURN(setup.env, DistEnvFromEnvironment());
+  const DistEnv& env = setup.env;
+  SetLogRank(env.rank);
+  int64_t threads = config->train.threads;
+  if (threads == 0) {
+    // Share the cores between the local ranks.
+    int local_world = 1;
+    if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) {
+      if (!absl::SimpleAtoi(v, &local_world) || local_world < 1)
+        local_world = 1;
+    }
+    threads =
+        std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
+  }
+  setup.threads = ConfigureThreads(threads);
+  XLNET_ASSIGN_OR_RETURN(setup.device, ParseDevice(config->train.device));
+  if (setup.device.is_cuda() && !setup.device.has_index()) {
+    setup.device =
+        torch::Device(torch::kCUDA, static_cast<int16_t>(env.local_rank));
+    config->train.device = setup.device.str();
+  }
+  if (env.world_size > 1) {
+    XLNET_ASSIGN_OR_RETURN(
+        setup.group,
+        ProcessGroup::Init(
+            env, setup.device,
+            std::chrono::seconds(config->train.dist_timeout_s)));
+  }
+  return setup;
+}
+
 absl::Status RunPretrainCommand(int argc, char** argv) {
   std::string config_path, data_dir, out_dir, resume, init_dir;
   std::vector<std::string> overrides;
@@ -67,35 +100,12 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
                             static_cast<int>(master_port));
   }
 
-  XLNET_ASSIGN_OR_RETURN(DistEnv env, DistEnvFromEnvironment());
-  SetLogRank(env.rank);
-  int64_t threads = config.train.threads;
-  if (threads == 0) {
-    // Share the cores between the local ranks.
-    int local_world = 1;
-    if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) {
-      if (!absl::SimpleAtoi(v, &local_world) || local_world < 1)
-        local_world = 1;
-    }
-    threads =
-        std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
-  }
-  ConfigureThreads(threads);
+  XLNET_ASSIGN_OR_RETURN(RankSetup rank, SetUpRank(&config));
+  const DistEnv& env = rank.env;
   if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   InstallStopSignalHandlers();
-
-  XLNET_ASSIGN_OR_RETURN(torch::Device device,
-                         ParseDevice(config.train.device));
-  if (device.is_cuda() && !device.has_index()) {
-    device = torch::Device(torch::kCUDA, static_cast<int16_t>(env.local_rank));
-    config.train.device = device.str();
-  }
-  std::unique_ptr<ProcessGroup> group;
-  if (env.world_size > 1) {
-    XLNET_ASSIGN_OR_RETURN(
-        group,
-        ProcessGroup::Init(env, device,
-                           std::chrono::seconds(config.train.dist_timeout_s)));
+  std::unique_ptr<ProcessGroup> group = std::move(rank.group);
+  if (group) {
     XLOG(INFO) << "rank " << env.rank << " of " << env.world_size << " joined ("
                << group->backend() << ")";
   }

@@ -293,6 +293,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                       step_start)
             .count();
+    if (options_.on_step) {
+      options_.on_step(
+          {step_, step_seconds, global_tokens, global_loss, !finite});
+    }
     window_tokens += global_tokens;
     window_seconds += step_seconds;
     if (std::isfinite(global_loss)) {
@@ -330,7 +334,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
 
     if (bad_in_a_row >= train.max_bad_steps) {
-      XLNET_RETURN_IF_ERROR(Save(step_));
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
       return absl::InternalError(absl::StrCat(
           bad_in_a_row, " non-finite steps in a row (train.max_bad_steps=",
           train.max_bad_steps, "); stopped at step ", step_, " and saved ",
@@ -358,20 +362,25 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     if (stop) {
       XLOG(INFO) << "stop requested: saving at step " << step_;
-      XLNET_RETURN_IF_ERROR(Save(step_));
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
       last_saved = step_;
       result.interrupted = true;
       break;
     }
-    if (train.save_steps > 0 && step_ % train.save_steps == 0) {
+    if (options_.save_checkpoints && train.save_steps > 0 &&
+        step_ % train.save_steps == 0) {
       XLNET_RETURN_IF_ERROR(Save(step_));
       last_saved = step_;
     }
   }
-  if (last_saved != step_) XLNET_RETURN_IF_ERROR(Save(step_));
+  if (options_.save_checkpoints && last_saved != step_) {
+    XLNET_RETURN_IF_ERROR(Save(step_));
+  }
   result.steps = step_;
   result.skipped_steps = skipped_;
-  result.last_checkpoint = checkpoints_.StepDir(step_);
+  if (options_.save_checkpoints) {
+    result.last_checkpoint = checkpoints_.StepDir(step_);
+  }
   return result;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,16 @@ class TrainUnit {
   }
 };
 
+// What on_step reports about one optimizer step.
+struct StepTiming {
+  int64_t step = 0;       // 1-based step just finished
+  double seconds = 0;     // wall time of the whole step on this rank: data,
+                          // forward, backward, all-reduce, clip, optimizer
+  int64_t tokens = 0;     // tokens of the step on all ranks
+  double loss = 0;        // global loss of the step
+  bool skipped = false;   // non-finite, not applied
+};
+
 struct TrainerOptions {
   TrainConfig train;
   // The resolved config, written to RUN/config.yaml and every checkpoint.
@@ -75,6 +86,11 @@ struct TrainerOptions {
   // Print a progress line every log_steps (rank 0). Logged loss is the mean
   // over the steps since the previous line.
   bool progress = true;
+  // false: never write checkpoints (benchmarks); a stop request still ends
+  // the run after the current step.
+  bool save_checkpoints = true;
+  // Called on every rank after each optimizer step (benchmarks).
+  std::function<void(const StepTiming&)> on_step;
 };
 
 struct TrainResult {
