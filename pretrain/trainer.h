@@ -86,6 +86,11 @@ struct TrainerOptions {
   // Print a progress line every log_steps (rank 0). Logged loss is the mean
   // over the steps since the previous line.
   bool progress = true;
+  // Dynamic loss scaling (LossScaler). Always on for train.dtype fp16 (with
+  // these options if set, else the defaults); setting it enables it for
+  // other dtypes too (tests run it in fp32 on the CPU). The scale is saved
+  // in trainer_state.json and restored on resume.
+  std::optional<LossScalerOptions> loss_scaling;
   // false: never write checkpoints (benchmarks); a stop request still ends
   // the run after the current step.
   bool save_checkpoints = true;
@@ -134,6 +139,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradientReducer> reducer_;
   CheckpointManager checkpoints_;
+  std::optional<LossScaler> scaler_;
   int64_t step_ = 0;
   int64_t skipped_ = 0;
 };
