@@ -2,33 +2,15 @@
 // through LibTorch, the peak that training throughput is compared with.
 //
 //   build/bin/xlnet-bench-matmul [--size 1024] [--seconds 2] [--threads 0]
-#include <chrono>
 #include <iostream>
 
+#include "bench/matmul_peak.h"
 #include "common/flags.h"
 #include "common/runtime.h"
 #include "common/status.h"
 #include "common/tool_main.h"
 
 namespace {
-
-double MeasureGflops(int64_t n, torch::ScalarType dtype, double seconds) {
-  torch::manual_seed(0);
-  auto a = torch::randn({n, n}).to(dtype);
-  auto b = torch::randn({n, n}).to(dtype);
-  auto c = torch::matmul(a, b);  // warm-up
-  int64_t iters = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    c = torch::matmul(a, b);
-    ++iters;
-    elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-  }
-  return 2.0 * n * n * n * iters / elapsed / 1e9;
-}
 
 absl::Status Run(int argc, char** argv) {
   int64_t size = 1024, threads = 0, seconds = 2;
@@ -41,9 +23,10 @@ absl::Status Run(int argc, char** argv) {
   if (!proceed) return absl::OkStatus();
   xlnet::ConfigureThreads(threads);
   std::cout << xlnet::RuntimeSummary() << "\n";
-  torch::NoGradGuard no_grad;
-  const double fp32 = MeasureGflops(size, torch::kFloat32, seconds);
-  const double bf16 = MeasureGflops(size, torch::kBFloat16, seconds);
+  const double fp32 =
+      xlnet::bench::MeasureMatmulGflops(size, torch::kFloat32, seconds);
+  const double bf16 =
+      xlnet::bench::MeasureMatmulGflops(size, torch::kBFloat16, seconds);
   std::cout << "matmul " << size << "x" << size << ": fp32 " << fp32
             << " GFLOP/s, bf16 " << bf16 << " GFLOP/s (bf16/fp32 "
             << bf16 / fp32 << ")\n";

@@ -326,9 +326,12 @@ absl::Status RunFinetuneCommand(int argc, char** argv) {
   config.train.eval_steps = ft.eval_steps;
   XLNET_RETURN_IF_ERROR(ValidateConfig(config));
 
-  XLNET_ASSIGN_OR_RETURN(std::optional<RunSetup> setup,
-                         SetUpRun(argc, argv, nproc, master_port, &config));
-  if (!setup) return absl::OkStatus();  // a launcher parent: ranks are done
+  XLNET_ASSIGN_OR_RETURN(
+      const bool launched,
+      LaunchLocalRanksIfAsked(argc, argv, nproc, master_port));
+  if (launched) return absl::OkStatus();  // the local ranks are done
+  XLNET_ASSIGN_OR_RETURN(RankSetup setup_value, SetUpRank(&config));
+  RankSetup* setup = &setup_value;
   const int rank = setup->env.rank;
 
   if (tokenizer_path.empty()) tokenizer_path = config.data.tokenizer;

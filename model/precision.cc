@@ -96,4 +96,34 @@ AutocastGuard::~AutocastGuard() {
   SetAutocastDtype(cuda_, prev_dtype_);
 }
 
+AutocastState CurrentAutocastState() {
+  AutocastState state;
+  state.cpu_enabled = AutocastEnabled(/*cuda=*/false);
+  state.cuda_enabled = AutocastEnabled(/*cuda=*/true);
+  state.cpu_dtype = AutocastDtype(/*cuda=*/false);
+  state.cuda_dtype = AutocastDtype(/*cuda=*/true);
+  return state;
+}
+
+AutocastStateGuard::AutocastStateGuard(const AutocastState& state)
+    : previous_(CurrentAutocastState()) {
+  SetAutocastEnabled(/*cuda=*/false, state.cpu_enabled);
+  SetAutocastEnabled(/*cuda=*/true, state.cuda_enabled);
+  SetAutocastDtype(/*cuda=*/false, state.cpu_dtype);
+  SetAutocastDtype(/*cuda=*/true, state.cuda_dtype);
+  // As AutocastGuard: casts of weights are cached while nested.
+  nested_ = state.cpu_enabled || state.cuda_enabled;
+  if (nested_) at::autocast::increment_nesting();
+}
+
+AutocastStateGuard::~AutocastStateGuard() {
+  if (nested_ && at::autocast::decrement_nesting() == 0) {
+    at::autocast::clear_cache();
+  }
+  SetAutocastEnabled(/*cuda=*/false, previous_.cpu_enabled);
+  SetAutocastEnabled(/*cuda=*/true, previous_.cuda_enabled);
+  SetAutocastDtype(/*cuda=*/false, previous_.cpu_dtype);
+  SetAutocastDtype(/*cuda=*/true, previous_.cuda_dtype);
+}
+
 }  // namespace xlnet

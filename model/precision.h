@@ -34,4 +34,28 @@ class AutocastGuard {
   torch::ScalarType prev_dtype_ = torch::kFloat;
 };
 
+// The calling thread's autocast settings for both device types, so work
+// recomputed later (activation checkpointing, in backward) runs under the
+// settings its forward had.
+struct AutocastState {
+  bool cpu_enabled = false;
+  bool cuda_enabled = false;
+  torch::ScalarType cpu_dtype = torch::kBFloat16;
+  torch::ScalarType cuda_dtype = torch::kHalf;
+};
+AutocastState CurrentAutocastState();
+
+// Sets `state` for its scope and restores the previous settings after.
+class AutocastStateGuard {
+ public:
+  explicit AutocastStateGuard(const AutocastState& state);
+  ~AutocastStateGuard();
+  AutocastStateGuard(const AutocastStateGuard&) = delete;
+  AutocastStateGuard& operator=(const AutocastStateGuard&) = delete;
+
+ private:
+  AutocastState previous_;
+  bool nested_ = false;
+};
+
 }  // namespace xlnet

@@ -1,8 +1,157 @@
 #include "model/xlnet.h"
 
 #include <algorithm>
+#include <functional>
+#include <mutex>
+
+#include "model/precision.h"
 
 namespace xlnet {
+
+namespace {
+
+// ------------------------------------------------------ activation checkpoints
+
+// The default generators' states that dropout draws from: the CPU one, and
+// the CUDA one of `device` when the work runs there.
+struct RngSnapshot {
+  torch::Tensor cpu;
+  torch::Tensor cuda;
+  torch::Device cuda_device = torch::kCPU;
+};
+
+torch::Tensor GeneratorState(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void SetGeneratorState(at::Generator gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+RngSnapshot TakeRngSnapshot(torch::Device device) {
+  RngSnapshot s;
+  s.cpu = GeneratorState(at::globalContext().defaultGenerator(torch::kCPU));
+  if (device.is_cuda()) {
+    // Runtime check instead of #ifdef: a CPU-only LibTorch never has CUDA
+    // tensors, and defaultGenerator(cuda) exists in every build's API.
+    s.cuda_device = device;
+    s.cuda = GeneratorState(at::globalContext().defaultGenerator(device));
+  }
+  return s;
+}
+
+void RestoreRngSnapshot(const RngSnapshot& s) {
+  SetGeneratorState(at::globalContext().defaultGenerator(torch::kCPU), s.cpu);
+  if (s.cuda.defined()) {
+    SetGeneratorState(at::globalContext().defaultGenerator(s.cuda_device),
+                      s.cuda);
+  }
+}
+
+using CheckpointFn = std::function<std::vector<torch::Tensor>(
+    const std::vector<torch::Tensor>&)>;
+
+// What backward needs to recompute: held by the autograd node as a capsule.
+struct CheckpointState : torch::CustomClassHolder {
+  CheckpointFn fn;
+  std::vector<torch::Tensor> params;
+  RngSnapshot rng;
+  AutocastState autocast;
+};
+
+// outputs = fn(inputs), keeping only the inputs. `params` are the tensors fn
+// reads besides its inputs that need gradients: they are inputs of the node
+// so their gradients come back through the ordinary engine (hooks, gradient
+// accumulation and the data-parallel reducer see nothing special).
+struct CheckpointFunction
+    : public torch::autograd::Function<CheckpointFunction> {
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx,
+      c10::intrusive_ptr<CheckpointState> state, at::TensorList inputs,
+      at::TensorList params) {
+    state->rng = TakeRngSnapshot(inputs[0].device());
+    state->autocast = CurrentAutocastState();
+    std::vector<torch::Tensor> in(inputs.begin(), inputs.end());
+    // Function::apply runs forward with grad mode off: nothing is recorded.
+    std::vector<torch::Tensor> out = state->fn(in);
+    ctx->save_for_backward(in);
+    state->params.assign(params.begin(), params.end());
+    ctx->saved_data["state"] = c10::IValue::make_capsule(state);
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grad_outputs) {
+    auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
+        ctx->saved_data["state"].toCapsule());
+    const std::vector<torch::Tensor>& params = state->params;
+    std::vector<torch::Tensor> inputs;
+    for (const auto& t : ctx->get_saved_variables()) {
+      inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
+    }
+    std::vector<torch::Tensor> outputs;
+    {
+      // Recompute under the forward's RNG and autocast state, then put the
+      // current RNG back, so the run continues as without checkpointing.
+      const RngSnapshot now = TakeRngSnapshot(state->rng.cuda_device);
+      RestoreRngSnapshot(state->rng);
+      {
+        AutocastStateGuard autocast(state->autocast);
+        torch::AutoGradMode grad_mode(true);
+        outputs = state->fn(inputs);
+      }
+      RestoreRngSnapshot(now);
+    }
+    TORCH_CHECK(outputs.size() == grad_outputs.size(),
+                "checkpoint: recomputation gave ", outputs.size(),
+                " outputs, forward ", grad_outputs.size());
+    std::vector<torch::Tensor> roots, root_grads, wrt;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (grad_outputs[i].defined() && outputs[i].requires_grad()) {
+        roots.push_back(outputs[i]);
+        root_grads.push_back(grad_outputs[i]);
+      }
+    }
+    std::vector<size_t> slot;  // index into the returned list (after state)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].requires_grad()) {
+        wrt.push_back(inputs[i]);
+        slot.push_back(i);
+      }
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].requires_grad()) {
+        wrt.push_back(params[i]);
+        slot.push_back(inputs.size() + i);
+      }
+    }
+    // One gradient per forward argument: the state, each input, each param.
+    torch::autograd::variable_list result(1 + inputs.size() + params.size());
+    if (roots.empty() || wrt.empty()) return result;
+    torch::autograd::variable_list grads =
+        torch::autograd::grad(roots, wrt, root_grads, /*retain_graph=*/false,
+                              /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t i = 0; i < grads.size(); ++i) result[1 + slot[i]] = grads[i];
+    return result;
+  }
+};
+
+// Runs fn on `inputs` as an activation checkpoint; see CheckpointFunction.
+std::vector<torch::Tensor> Checkpointed(
+    CheckpointFn fn, const std::vector<torch::Tensor>& inputs,
+    const std::vector<torch::Tensor>& params) {
+  TORCH_CHECK(!inputs.empty() && inputs[0].defined(),
+              "checkpoint: needs at least one defined input");
+  auto state = c10::make_intrusive<CheckpointState>();
+  state->fn = std::move(fn);
+  return CheckpointFunction::apply(state, at::TensorList(inputs),
+                                   at::TensorList(params));
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- feed-forward
 
@@ -115,6 +264,72 @@ torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
 
 // ------------------------------------------------------------------- backbone
 
+namespace {
+
+// Everything a layer reads besides its weights, memory and streams; the same
+// for every layer of one forward.
+struct LayerContext {
+  torch::Tensor pos_emb;     // [Bp, R, D]
+  torch::Tensor half_index;  // [B] with bi_data: which pos_emb row
+  AttentionBias content_bias, query_bias;
+  torch::Tensor target_mapping;  // [B, P, L]
+  torch::Tensor target_valid;    // [B, 1, P, 1]
+  int64_t qlen = 0;
+  double dropout = 0;
+  bool training = false;
+  bool bi_data = false;
+  bool query_all_positions = false;
+};
+
+// One layer on both streams: h [B, L, D] and g [B, P, D] (or undefined) ->
+// {h', g'} (g' only with g). `mem` [M, B, D] or undefined.
+std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
+                                    const torch::Tensor& mem,
+                                    const torch::Tensor& h_in,
+                                    const torch::Tensor& g_in) {
+  auto& attn = lay.rel_attn;
+  auto cat = mem.defined()
+                 ? torch::cat({mem.transpose(0, 1).to(h_in.scalar_type()), h_in}, 1)
+                 : h_in;                                                      // [B, K, D]
+  auto k_head = attn->Project(cat, attn->k);                                  // [B, H, K, Dh]
+  auto v_head = attn->Project(cat, attn->v);                                  // [B, H, K, Dh]
+  auto k_r = attn->ProjectPositions(c.pos_emb);                               // [Bp, H, R, Dh]
+  if (c.bi_data) k_r = k_r.index_select(0, c.half_index);                     // [B, H, R, Dh]
+
+  auto q_h = attn->Project(h_in, attn->q);                                    // [B, H, L, Dh]
+  auto vec_h = RelativeAttentionCore(q_h, k_head, v_head, k_r, attn->r_w_bias,
+                                     attn->r_r_bias, attn->r_s_bias,
+                                     attn->seg_embed, c.content_bias, c.qlen,
+                                     c.dropout, c.training);                  // [B, H, L, Dh]
+  auto new_h = attn->PostAttention(h_in, vec_h);                              // [B, L, D]
+  torch::Tensor new_g;
+  if (g_in.defined()) {
+    auto q_g = attn->Project(g_in, attn->q);                                  // [B, H, P, Dh]
+    torch::Tensor vec_g;
+    if (c.query_all_positions) {
+      auto tmq = c.target_mapping.to(q_g.scalar_type()).unsqueeze(1);         // [B, 1, P, L]
+      auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);                   // [B, H, L, Dh]
+      auto vec_all = RelativeAttentionCore(
+          q_all, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
+          attn->r_s_bias, attn->seg_embed, c.query_bias, c.qlen, c.dropout, c.training); // [B, H, L, Dh]
+      vec_g = torch::matmul(tmq.to(vec_all.scalar_type()), vec_all);          // [B, H, P, Dh]
+    } else {
+      vec_g = RelativeAttentionCore(q_g, k_head, v_head, k_r, attn->r_w_bias,
+                                    attn->r_r_bias, attn->r_s_bias,
+                                    attn->seg_embed, c.query_bias, c.qlen,
+                                    c.dropout, c.training);                   // [B, H, P, Dh]
+      // A padding target (all-zero row) gets no attention output, as HF.
+      vec_g = vec_g * c.target_valid.to(vec_g.scalar_type());
+    }
+    new_g = lay.ff(attn->PostAttention(g_in, vec_g));                         // [B, P, D]
+  }
+  new_h = lay.ff(new_h);                                                      // [B, L, D]
+  if (!new_g.defined()) return {new_h};
+  return {new_h, new_g};
+}
+
+}  // namespace
+
 XLNetModelImpl::XLNetModelImpl(const XLNetConfig& config) : config_(config) {
   TORCH_CHECK(config.d_model == config.n_head * config.d_head,
               "d_model ", config.d_model, " != n_head ", config.n_head,
@@ -223,49 +438,47 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
                      .to(torch::kLong);                                         // [B]
   }
 
+  auto context = std::make_shared<LayerContext>();
+  context->pos_emb = pos_emb;
+  context->half_index = half_index;
+  context->content_bias = content_bias;
+  context->query_bias = query_bias;
+  context->target_mapping = tm;
+  context->target_valid = target_valid;
+  context->qlen = l;
+  context->dropout = p_drop;
+  context->training = training;
+  context->bi_data = config_.bi_data;
+  context->query_all_positions = options.query_all_positions;
+
+  const bool checkpoint =
+      activation_checkpointing_ && torch::GradMode::is_enabled();
   XLNetOutputs out;
   for (int64_t n = 0; n < n_layer; ++n) {
     auto lay = layer->ptr<XLNetLayerImpl>(n);
-    auto& attn = lay->rel_attn;
     torch::Tensor mem;
     if (has_mems) mem = inputs.mems[n];
     if (options.use_mems) {
       out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem, config_));      // [M', B, D]
     }
-    auto cat = has_mems ? torch::cat({mem.transpose(0, 1).to(h.scalar_type()), h}, 1)
-                        : h;                                                    // [B, K, D]
-    auto k_head = attn->Project(cat, attn->k);                                  // [B, H, K, Dh]
-    auto v_head = attn->Project(cat, attn->v);                                  // [B, H, K, Dh]
-    auto k_r = attn->ProjectPositions(pos_emb);                                 // [Bp, H, R, Dh]
-    if (config_.bi_data) k_r = k_r.index_select(0, half_index);                 // [B, H, R, Dh]
-
-    auto q_h = attn->Project(h, attn->q);                                       // [B, H, L, Dh]
-    auto vec_h = RelativeAttentionCore(q_h, k_head, v_head, k_r, attn->r_w_bias,
-                                       attn->r_r_bias, attn->r_s_bias,
-                                       attn->seg_embed, content_bias, l,
-                                       p_drop, training);                       // [B, H, L, Dh]
-    auto new_h = attn->PostAttention(h, vec_h);                                 // [B, L, D]
-    if (two_stream) {
-      auto q_g = attn->Project(g, attn->q);                                     // [B, H, P, Dh]
-      torch::Tensor vec_g;
-      if (options.query_all_positions) {
-        auto tmq = tm.to(q_g.scalar_type()).unsqueeze(1);                       // [B, 1, P, L]
-        auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);                   // [B, H, L, Dh]
-        auto vec_all = RelativeAttentionCore(
-            q_all, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
-            attn->r_s_bias, attn->seg_embed, query_bias, l, p_drop, training);  // [B, H, L, Dh]
-        vec_g = torch::matmul(tmq.to(vec_all.scalar_type()), vec_all);          // [B, H, P, Dh]
-      } else {
-        vec_g = RelativeAttentionCore(q_g, k_head, v_head, k_r, attn->r_w_bias,
-                                      attn->r_r_bias, attn->r_s_bias,
-                                      attn->seg_embed, query_bias, l, p_drop,
-                                      training);                                // [B, H, P, Dh]
-        // A padding target (all-zero row) gets no attention output, as HF.
-        vec_g = vec_g * target_valid.to(vec_g.scalar_type());
-      }
-      g = lay->ff(attn->PostAttention(g, vec_g));                               // [B, P, D]
+    std::vector<torch::Tensor> streams;
+    streams.reserve(2);
+    streams.push_back(h);
+    if (two_stream) streams.push_back(g);
+    std::vector<torch::Tensor> next;
+    if (checkpoint) {
+      // The closure owns what it reads: backward runs after forward returns.
+      next = Checkpointed(
+          [context, lay, mem](const std::vector<torch::Tensor>& in) {
+            return RunLayer(*lay, *context, mem, in[0],
+                            in.size() > 1 ? in[1] : torch::Tensor());
+          },
+          streams, lay->parameters());
+    } else {
+      next = RunLayer(*lay, *context, mem, h, two_stream ? g : torch::Tensor());
     }
-    h = lay->ff(new_h);                                                         // [B, L, D]
+    h = next[0];
+    if (two_stream) g = next[1];
   }
   out.last_hidden_state = torch::dropout(h, p_drop, training);
   if (two_stream) out.query_hidden_state = torch::dropout(g, p_drop, training);

@@ -118,12 +118,22 @@ class XLNetModelImpl : public torch::nn::Module {
                        const XLNetForwardOptions& options = {});
   const XLNetConfig& config() const { return config_; }
 
+  // Activation checkpointing (train.activation_checkpointing): while on and
+  // grad mode is enabled, forward keeps only each layer's inputs (both
+  // streams) and backward recomputes the layer from them, with the RNG
+  // (dropout masks) and autocast state of the forward. Same values and
+  // gradients; about one more forward of compute for a fraction of the
+  // activation memory.
+  void SetActivationCheckpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
+
   torch::nn::Embedding word_embedding{nullptr};
   torch::Tensor mask_emb;
   torch::nn::ModuleList layer{nullptr};
 
  private:
   XLNetConfig config_;
+  bool activation_checkpointing_ = false;
 };
 TORCH_MODULE(XLNetModel);
 

@@ -167,4 +167,49 @@ double ClipGradNorm(const NamedTensors& params, double max_norm, double scale) {
   return norm;
 }
 
+LossScaler::LossScaler(LossScalerOptions options)
+    : options_(options), scale_(options.init_scale) {
+  TORCH_CHECK(options_.init_scale > 0 && options_.growth_factor > 1 &&
+                  options_.backoff_factor > 0 && options_.backoff_factor < 1 &&
+                  options_.growth_interval > 0 && options_.min_scale > 0,
+              "LossScaler: bad options (init ", options_.init_scale,
+              ", growth ", options_.growth_factor, ", backoff ",
+              options_.backoff_factor, ", interval ",
+              options_.growth_interval, ", min ", options_.min_scale, ")");
+}
+
+torch::Tensor LossScaler::Scale(const torch::Tensor& loss) const {
+  return loss * scale_;
+}
+
+bool LossScaler::CountsAsBadStep(bool loss_finite) const {
+  return !loss_finite || scale_ <= options_.min_scale;
+}
+
+bool LossScaler::Update(bool finite) {
+  if (!finite) {
+    scale_ = std::max(scale_ * options_.backoff_factor, options_.min_scale);
+    growth_tracker_ = 0;
+    return false;
+  }
+  if (++growth_tracker_ >= options_.growth_interval) {
+    const double grown = scale_ * options_.growth_factor;
+    // As GradScaler: never grow into inf (fp32 holds any sane scale).
+    if (std::isfinite(grown)) scale_ = grown;
+    growth_tracker_ = 0;
+  }
+  return true;
+}
+
+absl::Status LossScaler::Restore(double scale, int64_t growth_tracker) {
+  if (!std::isfinite(scale) || scale <= 0 || growth_tracker < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("loss scale ", scale, " with growth tracker ",
+                     growth_tracker, " is not a valid loss-scaler state"));
+  }
+  scale_ = scale;
+  growth_tracker_ = growth_tracker;
+  return absl::OkStatus();
+}
+
 }  // namespace xlnet

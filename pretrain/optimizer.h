@@ -80,4 +80,52 @@ double GlobalGradNorm(const NamedTensors& params);
 double ClipGradNorm(const NamedTensors& params, double max_norm,
                     double scale = 1.0);
 
+// Dynamic loss scaling for fp16 training (the rule of PyTorch's GradScaler).
+// fp16 gradients underflow below ~6e-8; the loss is multiplied by scale()
+// before backward so they stay representable, and the gradients are divided
+// by it again (Trainer: in ClipGradNorm's multiplier, i.e. before clipping).
+// After every optimizer step, Update(finite) with whether all gradients
+// (and the loss) were finite:
+//   - non-finite: the step is skipped, the scale is multiplied by
+//     backoff_factor (never below min_scale) and the growth count restarts;
+//   - finite: after growth_interval finite steps in a row the scale is
+//     multiplied by growth_factor.
+// Which skipped steps are "bad" (train.max_bad_steps) is the Trainer's rule;
+// see CountsAsBadStep.
+struct LossScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  // Below 1 a scale no longer protects small gradients, so overflows that
+  // persist there are failures, not calibration.
+  double min_scale = 1.0;
+};
+
+class LossScaler {
+ public:
+  explicit LossScaler(LossScalerOptions options = {});
+
+  double scale() const { return scale_; }
+  // Finite steps since the last growth or backoff.
+  int64_t growth_tracker() const { return growth_tracker_; }
+  // loss * scale().
+  torch::Tensor Scale(const torch::Tensor& loss) const;
+  // Whether a non-finite step now is still calibration: the scale can back
+  // off further. A skipped step counts as bad (towards train.max_bad_steps)
+  // when the loss itself is non-finite (scaling cannot help the forward) or
+  // when the scale is already at min_scale.
+  bool CountsAsBadStep(bool loss_finite) const;
+  // Records one step's outcome (see above); returns `finite`, i.e. whether
+  // the optimizer step should be taken.
+  bool Update(bool finite);
+  // State for checkpoints; Restore rejects a non-positive or non-finite scale.
+  absl::Status Restore(double scale, int64_t growth_tracker);
+
+ private:
+  LossScalerOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+};
+
 }  // namespace xlnet

@@ -118,6 +118,8 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
     unit->model_->ResetParameters();
   }
   unit->model_->to(device);
+  unit->model_->transformer->SetActivationCheckpointing(
+      train.activation_checkpointing);
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(train.seed + 7919 * (options.rank + 1));
   return unit;

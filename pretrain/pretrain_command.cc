@@ -11,7 +11,7 @@
 #include "common/runtime.h"
 #include "common/status.h"
 #include "pretrain/distributed.h"
-#include "pretrain/launcher.h"
+#include "pretrain/run_setup.h"
 #include "pretrain/plm_unit.h"
 #include "pretrain/trainer.h"
 
@@ -47,58 +47,14 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   if (!proceed) return absl::OkStatus();
   XLNET_ASSIGN_OR_RETURN(Config config, LoadConfig(config_path, overrides));
 
-  if (nproc < 1)
-    return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
-  if (nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    std::vector<std::string> child_args;
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg == "--nproc_per_node" || arg == "--master_port") {
-        ++i;
-        continue;
-      }
-      if (arg.rfind("--nproc_per_node=", 0) == 0 ||
-          arg.rfind("--master_port=", 0) == 0) {
-        continue;
-      }
-      child_args.push_back(arg);
-    }
-    return LaunchLocalRanks(static_cast<int>(nproc), child_args,
-                            static_cast<int>(master_port));
-  }
+  XLNET_ASSIGN_OR_RETURN(
+      const bool launched,
+      LaunchLocalRanksIfAsked(argc, argv, nproc, master_port));
+  if (launched) return absl::OkStatus();
 
-  XLNET_ASSIGN_OR_RETURN(DistEnv env, DistEnvFromEnvironment());
-  SetLogRank(env.rank);
-  int64_t threads = config.train.threads;
-  if (threads == 0) {
-    // Share the cores between the local ranks.
-    int local_world = 1;
-    if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) {
-      if (!absl::SimpleAtoi(v, &local_world) || local_world < 1)
-        local_world = 1;
-    }
-    threads =
-        std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
-  }
-  ConfigureThreads(threads);
-  if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
-  InstallStopSignalHandlers();
-
-  XLNET_ASSIGN_OR_RETURN(torch::Device device,
-                         ParseDevice(config.train.device));
-  if (device.is_cuda() && !device.has_index()) {
-    device = torch::Device(torch::kCUDA, static_cast<int16_t>(env.local_rank));
-    config.train.device = device.str();
-  }
-  std::unique_ptr<ProcessGroup> group;
-  if (env.world_size > 1) {
-    XLNET_ASSIGN_OR_RETURN(
-        group,
-        ProcessGroup::Init(env, device,
-                           std::chrono::seconds(config.train.dist_timeout_s)));
-    XLOG(INFO) << "rank " << env.rank << " of " << env.world_size << " joined ("
-               << group->backend() << ")";
-  }
+  XLNET_ASSIGN_OR_RETURN(RankSetup rank, SetUpRank(&config));
+  const DistEnv& env = rank.env;
+  std::unique_ptr<ProcessGroup> group = std::move(rank.group);
   PlmUnitOptions unit_options;
   unit_options.config = config;
   unit_options.data_dir = data_dir;

@@ -2,7 +2,14 @@
 // thin main and the tests share it.
 #pragma once
 
+#include <torch/torch.h>
+
+#include <memory>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/config.h"
+#include "pretrain/distributed.h"
 
 namespace xlnet {
 

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
@@ -15,35 +15,36 @@
 
 namespace xlnet {
 
-absl::StatusOr<std::optional<RunSetup>> SetUpRun(int argc, char** argv,
-                                                 int64_t nproc,
-                                                 int64_t master_port,
-                                                 Config* config) {
+absl::StatusOr<bool> LaunchLocalRanksIfAsked(int argc, char** argv,
+                                             int64_t nproc,
+                                             int64_t master_port) {
   if (nproc < 1) {
     return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
   }
-  if (nproc > 1 && std::getenv("WORLD_SIZE") == nullptr) {
-    std::vector<std::string> child_args;
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg == "--nproc_per_node" || arg == "--master_port") {
-        ++i;
-        continue;
-      }
-      if (arg.rfind("--nproc_per_node=", 0) == 0 ||
-          arg.rfind("--master_port=", 0) == 0) {
-        continue;
-      }
-      child_args.push_back(arg);
+  if (nproc == 1 || std::getenv("WORLD_SIZE") != nullptr) return false;
+  std::vector<std::string> child_args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--nproc_per_node" || arg == "--master_port") {
+      ++i;
+      continue;
     }
-    XLNET_RETURN_IF_ERROR(LaunchLocalRanks(
-        static_cast<int>(nproc), child_args, static_cast<int>(master_port)));
-    return std::optional<RunSetup>();
+    if (arg.rfind("--nproc_per_node=", 0) == 0 ||
+        arg.rfind("--master_port=", 0) == 0) {
+      continue;
+    }
+    child_args.push_back(arg);
   }
+  XLNET_RETURN_IF_ERROR(LaunchLocalRanks(static_cast<int>(nproc), child_args,
+                                         static_cast<int>(master_port)));
+  return true;
+}
 
-  RunSetup setup;
+absl::StatusOr<RankSetup> SetUpRank(Config* config) {
+  RankSetup setup;
   XLNET_ASSIGN_OR_RETURN(setup.env, DistEnvFromEnvironment());
-  SetLogRank(setup.env.rank);
+  const DistEnv& env = setup.env;
+  SetLogRank(env.rank);
   int64_t threads = config->train.threads;
   if (threads == 0) {
     // Share the cores between the local ranks.
@@ -56,26 +57,24 @@ absl::StatusOr<std::optional<RunSetup>> SetUpRun(int argc, char** argv,
     threads = std::max<int64_t>(
         1, std::thread::hardware_concurrency() / local_world);
   }
-  ConfigureThreads(threads);
-  if (setup.env.rank == 0) XLOG(INFO) << RuntimeSummary();
+  setup.threads = ConfigureThreads(threads);
+  if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   InstallStopSignalHandlers();
-
-  XLNET_ASSIGN_OR_RETURN(torch::Device device,
-                         ParseDevice(config->train.device));
-  if (device.is_cuda() && !device.has_index()) {
-    device = torch::Device(torch::kCUDA,
-                           static_cast<int16_t>(setup.env.local_rank));
-    config->train.device = device.str();
+  XLNET_ASSIGN_OR_RETURN(setup.device, ParseDevice(config->train.device));
+  if (setup.device.is_cuda() && !setup.device.has_index()) {
+    setup.device =
+        torch::Device(torch::kCUDA, static_cast<int16_t>(env.local_rank));
+    config->train.device = setup.device.str();
   }
-  if (setup.env.world_size > 1) {
+  if (env.world_size > 1) {
     XLNET_ASSIGN_OR_RETURN(
         setup.group,
-        ProcessGroup::Init(setup.env, device,
+        ProcessGroup::Init(env, setup.device,
                            std::chrono::seconds(config->train.dist_timeout_s)));
-    XLOG(INFO) << "rank " << setup.env.rank << " of " << setup.env.world_size
+    XLOG(INFO) << "rank " << env.rank << " of " << env.world_size
                << " joined (" << setup.group->backend() << ")";
   }
-  return std::optional<RunSetup>(std::move(setup));
+  return setup;
 }
 
 }  // namespace xlnet

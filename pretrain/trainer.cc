@@ -72,6 +72,9 @@ Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
       checkpoints_(options_.run_dir, options_.train.keep_checkpoints) {
   params_ = unit_->Parameters();
   optimizer_ = std::make_unique<AdamW>(params_, options_.train);
+  if (options_.loss_scaling || options_.train.dtype == "fp16") {
+    scaler_.emplace(options_.loss_scaling.value_or(LossScalerOptions()));
+  }
   if (group_ != nullptr && group_->world_size() > 1) {
     reducer_ = std::make_unique<GradientReducer>(group_, params_);
   }
@@ -135,11 +138,15 @@ absl::Status Trainer::Save(int64_t step) {
     contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
     contents.text_files = options_.extra_files;
     contents.text_files["config.yaml"] = options_.config_yaml;
+    nlohmann::json state = {{"step", step},
+                            {"skipped_steps", skipped_},
+                            {"world_size", world_size()}};
+    if (scaler_) {
+      state["loss_scale"] = scaler_->scale();
+      state["loss_scale_growth_tracker"] = scaler_->growth_tracker();
+    }
     contents.text_files[kTrainerStateFile] =
-        StateJsonText("trainer_state", kTrainerStateVersion,
-                      {{"step", step},
-                       {"skipped_steps", skipped_},
-                       {"world_size", world_size()}});
+        StateJsonText("trainer_state", kTrainerStateVersion, state);
     contents.moved_files_dir = staging;
     XLNET_RETURN_IF_ERROR(
         checkpoints_.Save(step, unit_->ModelConfig(), contents));
@@ -173,6 +180,12 @@ absl::Status Trainer::Restore(const std::string& dir) {
   XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
   step_ = state["step"].get<int64_t>();
   skipped_ = state.value("skipped_steps", int64_t{0});
+  if (scaler_ && state.contains("loss_scale")) {
+    XLNET_RETURN_IF_ERROR(Annotate(
+        scaler_->Restore(state["loss_scale"].get<double>(),
+                         state.value("loss_scale_growth_tracker", int64_t{0})),
+        dir + "/" + kTrainerStateFile));
+  }
   const std::string rng = dir + "/" + RngFile(rank());
   if (PathExists(rng)) {
     XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(rng));
@@ -315,7 +328,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
             StepOutput out = unit_->TrainStep();
             TORCH_CHECK(out.loss.defined() && out.loss.numel() == 1,
                         "TrainStep must return a scalar loss");
-            out.loss.backward();
+            if (scaler_) {
+              scaler_->Scale(out.loss).backward();
+            } else {
+              out.loss.backward();
+            }
             loss_sum += out.loss.item<double>();
             normalizer += out.normalizer;
             tokens += out.tokens;
@@ -348,21 +365,39 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     const double global_loss =
         global_loss_sum / std::max(global_normalizer, 1e-12);
     // The reducer averaged the summed gradients over ranks; scale them to the
-    // gradient of sum(loss) / sum(normalizer), then clip, in one pass.
+    // gradient of sum(loss) / sum(normalizer) (and undo the loss scale),
+    // then clip, in one pass.
+    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     const double grad_norm = ClipGradNorm(
-        params_, train.clip, world_size() / std::max(global_normalizer, 1e-12));
+        params_, train.clip,
+        world_size() / (std::max(global_normalizer, 1e-12) * loss_scale));
     const double lr = ScheduledLearningRate(train, step_);
     const bool finite = std::isfinite(grad_norm) && std::isfinite(global_loss);
+    // With loss scaling, an overflow while the scale can still back off is
+    // calibration, not a bad step (LossScaler::CountsAsBadStep).
+    const bool bad =
+        !finite && (!scaler_ || scaler_->CountsAsBadStep(
+                                    std::isfinite(global_loss)));
     if (finite) {
       optimizer_->Step(lr);
       bad_in_a_row = 0;
     } else {
       ++skipped_;
-      ++bad_in_a_row;
-      XLOG(WARNING) << "step " << step_ + 1
-                    << ": non-finite loss or gradient (loss " << global_loss
-                    << ", grad norm " << grad_norm << "); step skipped ("
-                    << bad_in_a_row << " in a row)";
+      if (bad) ++bad_in_a_row;
+      if (bad || !scaler_) {
+        XLOG(WARNING) << "step " << step_ + 1
+                      << ": non-finite loss or gradient (loss " << global_loss
+                      << ", grad norm " << grad_norm << "); step skipped ("
+                      << bad_in_a_row << " in a row)";
+      }
+    }
+    if (scaler_) {
+      scaler_->Update(finite);
+      if (!finite && !bad) {
+        XLOG(INFO) << "step " << step_ + 1
+                   << ": gradient overflow at loss scale " << loss_scale
+                   << "; step skipped, scale now " << scaler_->scale();
+      }
     }
     optimizer_->ZeroGrad();
     ++step_;
@@ -372,6 +407,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                       step_start)
             .count();
+    if (options_.on_step) {
+      options_.on_step(
+          {step_, step_seconds, global_tokens, global_loss, !finite});
+    }
     window_tokens += global_tokens;
     window_seconds += step_seconds;
     if (std::isfinite(global_loss)) {
@@ -396,6 +435,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
                              {"tokens_per_sec", tokens_per_sec}};
       for (const auto& [k, v] : metrics) line[k] = v;
       if (skipped_ > 0) line["skipped_steps"] = skipped_;
+      if (scaler_) line["loss_scale"] = scaler_->scale();
       XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
       if (options_.progress && rank() == 0) {
         XLOG(INFO) << absl::StrFormat(
@@ -409,7 +449,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
 
     if (bad_in_a_row >= train.max_bad_steps) {
-      XLNET_RETURN_IF_ERROR(Save(step_));
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
       return absl::InternalError(absl::StrCat(
           bad_in_a_row, " non-finite steps in a row (train.max_bad_steps=",
           train.max_bad_steps, "); stopped at step ", step_, " and saved ",
@@ -421,12 +461,13 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     if (stop) {
       XLOG(INFO) << "stop requested: saving at step " << step_;
-      XLNET_RETURN_IF_ERROR(Save(step_));
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
       last_saved = step_;
       result.interrupted = true;
       break;
     }
-    if (train.save_steps > 0 && step_ % train.save_steps == 0) {
+    if (options_.save_checkpoints && train.save_steps > 0 &&
+        step_ % train.save_steps == 0) {
       XLNET_RETURN_IF_ERROR(Save(step_));
       last_saved = step_;
     }
@@ -435,14 +476,18 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       !result.interrupted) {
     XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
   }
-  if (last_saved != step_) XLNET_RETURN_IF_ERROR(Save(step_));
+  if (options_.save_checkpoints && last_saved != step_) {
+    XLNET_RETURN_IF_ERROR(Save(step_));
+  }
   if (best_value_) {
     result.best_dir = options_.run_dir + "/" + kBestDir;
     result.best_value = *best_value_;
   }
   result.steps = step_;
   result.skipped_steps = skipped_;
-  result.last_checkpoint = checkpoints_.StepDir(step_);
+  if (options_.save_checkpoints) {
+    result.last_checkpoint = checkpoints_.StepDir(step_);
+  }
   return result;
 }
 

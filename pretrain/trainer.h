@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,16 @@ class TrainUnit {
   }
 };
 
+// What on_step reports about one optimizer step.
+struct StepTiming {
+  int64_t step = 0;       // 1-based step just finished
+  double seconds = 0;     // wall time of the whole step on this rank: data,
+                          // forward, backward, all-reduce, clip, optimizer
+  int64_t tokens = 0;     // tokens of the step on all ranks
+  double loss = 0;        // global loss of the step
+  bool skipped = false;   // non-finite, not applied
+};
+
 struct TrainerOptions {
   TrainConfig train;
   // The resolved config, written to RUN/config.yaml and every checkpoint.
@@ -84,6 +95,16 @@ struct TrainerOptions {
   // step. Higher is better unless best_lower_is_better.
   std::string best_metric;
   bool best_lower_is_better = false;
+  // Dynamic loss scaling (LossScaler). Always on for train.dtype fp16 (with
+  // these options if set, else the defaults); setting it enables it for
+  // other dtypes too (tests run it in fp32 on the CPU). The scale is saved
+  // in trainer_state.json and restored on resume.
+  std::optional<LossScalerOptions> loss_scaling;
+  // false: never write checkpoints (benchmarks); a stop request still ends
+  // the run after the current step.
+  bool save_checkpoints = true;
+  // Called on every rank after each optimizer step (benchmarks).
+  std::function<void(const StepTiming&)> on_step;
 };
 
 // RUN/best/ and its description, written when TrainerOptions::best_metric
@@ -139,6 +160,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradientReducer> reducer_;
   CheckpointManager checkpoints_;
+  std::optional<LossScaler> scaler_;
   int64_t step_ = 0;
   int64_t skipped_ = 0;
   int64_t evaluated_step_ = -1;

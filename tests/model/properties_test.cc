@@ -131,12 +131,7 @@ TEST(GradCheckTest, PositionalEncodingValuesClampAndBiData) {
 TEST(TwoStreamTest, QueryOutputIgnoresItsOwnToken) {
   auto model = LoadGoldenModel();
   auto in = ReadTensors(GoldenDir() + "/inputs.safetensors");
-  XLNetInputs x;
-  x.input_ids = in.at("input_ids");
-  x.token_type_ids = in.at("token_type_ids");
-  x.attention_mask = in.at("attention_mask");
-  x.perm_mask = in.at("perm_mask");
-  x.target_mapping = in.at("target_mapping");
+  XLNetInputs x = testing::GoldenLmInputs(in);
   torch::NoGradGuard no_grad;
   auto base = model->forward(x);
   const int64_t b = x.input_ids.size(0), p = x.target_mapping.size(1);
@@ -327,12 +322,7 @@ TEST(MaskingTest, FullyMaskedRowsStayFiniteInBf16AndFp32) {
 TEST(PrecisionTest, Bf16AutocastCloseToFp32) {
   auto model = LoadGoldenModel();
   auto in = ReadTensors(GoldenDir() + "/inputs.safetensors");
-  XLNetInputs x;
-  x.input_ids = in.at("input_ids");
-  x.token_type_ids = in.at("token_type_ids");
-  x.attention_mask = in.at("attention_mask");
-  x.perm_mask = in.at("perm_mask");
-  x.target_mapping = in.at("target_mapping");
+  XLNetInputs x = testing::GoldenLmInputs(in);
   torch::NoGradGuard no_grad;
   auto fp32 = model->forward(x);
   torch::Tensor bf16;

@@ -66,6 +66,19 @@ inline XLNetLMHeadModel LoadGoldenModel(const std::string& config = "config.json
   return *model;
 }
 
+// The golden permutation-LM inputs (inputs.safetensors): ids, segments,
+// padding, perm_mask and target_mapping, no mems.
+inline XLNetInputs GoldenLmInputs(
+    const std::map<std::string, torch::Tensor>& in) {
+  XLNetInputs x;
+  x.input_ids = in.at("input_ids");
+  x.token_type_ids = in.at("token_type_ids");
+  x.attention_mask = in.at("attention_mask");
+  x.perm_mask = in.at("perm_mask");
+  x.target_mapping = in.at("target_mapping");
+  return x;
+}
+
 // A small random model (seeded), weights N(0, 0.3) so attention is far from
 // uniform, dropout 0, eval mode.
 inline XLNetLMHeadModel MakeRandomModel(XLNetConfig config, uint64_t seed) {

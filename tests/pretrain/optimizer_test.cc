@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -199,6 +202,70 @@ TEST(ClipTest, GlobalNorm) {
   EXPECT_FLOAT_EQ(params[1].second.grad().item<float>(), 4.0f);
   EXPECT_DOUBLE_EQ(ClipGradNorm(params, 1.0), 5.0);
   EXPECT_NEAR(GlobalGradNorm(params), 1.0, 1e-5);
+}
+
+// The GradScaler arithmetic on fp32 tensors: scaled backward, unscaling in
+// ClipGradNorm's multiplier, inf injection -> skip and backoff, growth.
+TEST(LossScalerTest, UnscaleSkipOnInfBackoffAndGrowthInterval) {
+  LossScalerOptions options;
+  options.growth_interval = 3;
+  LossScaler scaler(options);
+  EXPECT_EQ(scaler.scale(), 65536.0);
+  torch::Tensor w = torch::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
+  const torch::Tensor x = torch::tensor({0.5f, 0.25f, -4.0f});
+  NamedTensors params = {{"w", w}};
+  auto backward = [&]() {
+    w.mutable_grad() = torch::Tensor();
+    scaler.Scale((w * x).sum()).backward();
+  };
+  backward();
+  EXPECT_TRUE(torch::equal(w.grad(), x * 65536.0f));
+  const double norm = ClipGradNorm(params, 0.0, 1.0 / scaler.scale());
+  EXPECT_TRUE(torch::allclose(w.grad(), x));  // unscaled
+  EXPECT_NEAR(norm, x.norm().item<double>(), 1e-6);
+  EXPECT_TRUE(scaler.Update(std::isfinite(norm)));
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+
+  backward();
+  w.mutable_grad()[1] = std::numeric_limits<float>::infinity();  // overflow
+  const double bad_norm = ClipGradNorm(params, 1.0, 1.0 / scaler.scale());
+  EXPECT_FALSE(std::isfinite(bad_norm));
+  EXPECT_FALSE(scaler.CountsAsBadStep(/*loss_finite=*/true));
+  EXPECT_FALSE(scaler.Update(false));  // skip
+  EXPECT_EQ(scaler.scale(), 32768.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(scaler.Update(true));
+  EXPECT_EQ(scaler.scale(), 32768.0);
+  EXPECT_TRUE(scaler.Update(true));  // 3rd finite step in a row: grow
+  EXPECT_EQ(scaler.scale(), 65536.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+TEST(LossScalerTest, BadStepsOnlyAtMinimumScaleOrNonFiniteLoss) {
+  LossScalerOptions options;
+  options.init_scale = 4;
+  LossScaler scaler(options);
+  EXPECT_TRUE(scaler.CountsAsBadStep(/*loss_finite=*/false));
+  EXPECT_FALSE(scaler.CountsAsBadStep(true));
+  scaler.Update(false);
+  EXPECT_EQ(scaler.scale(), 2);
+  EXPECT_FALSE(scaler.CountsAsBadStep(true));
+  scaler.Update(false);
+  EXPECT_EQ(scaler.scale(), 1);  // min_scale
+  EXPECT_TRUE(scaler.CountsAsBadStep(true));
+  scaler.Update(false);
+  EXPECT_EQ(scaler.scale(), 1);
+}
+
+TEST(LossScalerTest, RestoreValidates) {
+  LossScaler scaler;
+  ASSERT_TRUE(scaler.Restore(512, 7).ok());
+  EXPECT_EQ(scaler.scale(), 512);
+  EXPECT_EQ(scaler.growth_tracker(), 7);
+  EXPECT_FALSE(scaler.Restore(0, 0).ok());
+  EXPECT_FALSE(scaler.Restore(std::numeric_limits<double>::infinity(), 0).ok());
+  EXPECT_FALSE(scaler.Restore(8, -1).ok());
 }
 
 }  // namespace

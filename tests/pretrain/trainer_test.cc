@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -58,6 +60,12 @@ class RegressionUnit : public TrainUnit {
     torch::Tensor x = torch::stack(xs);
     torch::Tensor y = torch::matmul(x, w_true_.t());
     torch::Tensor pred = dropout_(linear_(x));
+    if (overflow_at_positions_.count(position_)) {
+      // A finite loss whose gradient overflows, as an fp16 backward can.
+      pred.register_hook([](torch::Tensor g) {
+        return g * std::numeric_limits<float>::infinity();
+      });
+    }
     StepOutput out;
     out.loss = (pred - y).pow(2).mean() * loss_scale_;
     out.tokens = micro_batch_;
@@ -86,6 +94,8 @@ class RegressionUnit : public TrainUnit {
   int64_t micro_batch_;
   int64_t position_ = 0;
   double loss_scale_ = 1.0;
+  // Data positions (after the micro-batch) whose gradients become inf.
+  std::set<int64_t> overflow_at_positions_;
   int64_t stop_at_position_ = 0;
   int rank_ = 0;
   int world_ = 1;
@@ -294,6 +304,67 @@ TEST(TrainerTest, NonFiniteStepsAreSkippedThenStop) {
       << result.status();
   EXPECT_TRUE(torch::equal(unit.linear_->weight, before));  // never updated
   EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_3")).ok());
+}
+
+// Dynamic loss scaling in fp32 on the CPU: gradient overflows at steps 3 and
+// 4 are skipped without counting as bad steps (max_bad_steps 1 would stop
+// the run otherwise), the scale backs off and grows on the GradScaler rule,
+// the unscaled updates equal an unscaled run's, and resuming restores the
+// scale.
+TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
+  LossScalerOptions scaling;
+  scaling.init_scale = 1024;
+  scaling.growth_interval = 3;
+  auto make_unit = []() {
+    auto unit = std::make_unique<RegressionUnit>(8);
+    unit->overflow_at_positions_ = {24, 32};  // steps 3 and 4
+    return unit;
+  };
+  testing::TempDir scaled_dir, plain_dir, resumed_dir;
+  auto scaled = make_unit();
+  TrainerOptions options = Options(scaled_dir.path(), 10);
+  options.train.max_bad_steps = 1;
+  options.loss_scaling = scaling;
+  auto result = Trainer(options, scaled.get(), nullptr).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->skipped_steps, 2);
+  std::vector<double> scales;
+  for (const auto& m : ReadMetrics(scaled_dir.path())) {
+    if (m.contains("loss_scale")) scales.push_back(m["loss_scale"]);
+  }
+  EXPECT_EQ(scales, (std::vector<double>{1024, 1024, 512, 256, 256, 256, 512,
+                                         512, 512, 1024}));
+
+  // Without scaling the same two steps are non-finite and skipped (as bad
+  // steps, so allow them): the applied updates must be the same.
+  auto plain = make_unit();
+  TrainerOptions plain_options = Options(plain_dir.path(), 10);
+  plain_options.train.max_bad_steps = 3;
+  ASSERT_TRUE(Trainer(plain_options, plain.get(), nullptr).Run().ok());
+  EXPECT_LT((scaled->linear_->weight - plain->linear_->weight).abs().max()
+                .item<double>(),
+            1e-6);
+
+  // The step-4 checkpoint holds scale 256 with 0 finite steps counted.
+  auto state = ReadStateJson(
+      scaled_dir.Join("checkpoints/step_4/trainer_state.json"),
+      "trainer_state", 1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ((*state)["loss_scale"].get<double>(), 256);
+  EXPECT_EQ((*state)["loss_scale_growth_tracker"].get<int64_t>(), 0);
+  auto resumed = make_unit();
+  TrainerOptions resume_options = Options(resumed_dir.path(), 10);
+  resume_options.train.max_bad_steps = 1;
+  resume_options.loss_scaling = scaling;
+  resume_options.resume = scaled_dir.Join("checkpoints/step_4");
+  ASSERT_TRUE(Trainer(resume_options, resumed.get(), nullptr).Run().ok());
+  std::vector<double> resumed_scales;
+  for (const auto& m : ReadMetrics(resumed_dir.path())) {
+    if (m.contains("loss_scale")) resumed_scales.push_back(m["loss_scale"]);
+  }
+  EXPECT_EQ(resumed_scales,
+            std::vector<double>(scales.begin() + 4, scales.end()));
+  EXPECT_TRUE(torch::equal(resumed->linear_->weight, scaled->linear_->weight));
 }
 
 // The same global batch of 8 split over 2 Gloo ranks (as threads) ends with
