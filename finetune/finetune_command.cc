@@ -493,7 +493,9 @@ absl::StatusOr<std::map<std::string, T>> ReadJsonMap(const std::string& path) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": expected a JSON object {\"id\": ...}"));
     }
-    for (const auto& [k, v] : j.items()) out[k] = v.get<T>();
+    for (const auto& item : j.items()) {
+      out[item.key()] = item.value().template get<T>();
+    }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
   }

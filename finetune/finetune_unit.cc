@@ -212,6 +212,16 @@ XLNetConfig FinetuneUnit::ModelConfig() {
   return config;
 }
 
+std::string FinetuneUnit::ModelConfigJson() {
+  const XLNetConfig config = ModelConfig();
+  if (qa_) return ModelConfigToJson(config);
+  auto json = ModelConfigJsonWith(
+      config, {{"problem_type",
+                ProblemType(static_cast<int64_t>(config.id2label.size()))}});
+  TORCH_CHECK(json.ok(), json.status().ToString());
+  return *json;
+}
+
 void FinetuneUnit::SetTraining(bool training) {
   if (qa_) qa_->train(training);
   if (classifier_) classifier_->train(training);

@@ -122,6 +122,7 @@ class FinetuneUnit : public TrainUnit {
   NamedTensors Parameters() override;
   NamedTensors StateDict() override;
   XLNetConfig ModelConfig() override;
+  std::string ModelConfigJson() override;
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;

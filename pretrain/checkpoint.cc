@@ -108,9 +108,16 @@ std::string CheckpointManager::StepDir(int64_t step) const {
 absl::Status CheckpointManager::Save(int64_t step,
                                      const XLNetConfig& model_config,
                                      const CheckpointContents& contents) {
+  XLNET_RETURN_IF_ERROR(ValidateModelConfig(model_config));
+  return Save(step, ModelConfigToJson(model_config), contents);
+}
+
+absl::Status CheckpointManager::Save(int64_t step,
+                                     const std::string& config_json,
+                                     const CheckpointContents& contents) {
   XLNET_RETURN_IF_ERROR(MakeDirs(checkpoints_dir_));
   XLNET_RETURN_IF_ERROR(WriteModelDir(
-      StepDir(step), model_config, contents.model,
+      StepDir(step), config_json, contents.model,
       [&](const AtomicDirWriter& writer) -> absl::Status {
         for (const auto& [name, tensors] : contents.tensor_files) {
           XLNET_RETURN_IF_ERROR(WriteSafetensors(writer.Path(name), tensors));

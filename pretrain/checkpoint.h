@@ -53,6 +53,9 @@ class CheckpointManager {
   // removes checkpoints beyond `keep` and stale temporaries.
   absl::Status Save(int64_t step, const XLNetConfig& model_config,
                     const CheckpointContents& contents);
+  // The same with config.json's text given (HF keys XLNetConfig lacks).
+  absl::Status Save(int64_t step, const std::string& config_json,
+                    const CheckpointContents& contents);
 
   // Steps of the checkpoints present (verified or not), ascending.
   std::vector<int64_t> ListSteps() const;

@@ -149,7 +149,7 @@ absl::Status Trainer::Save(int64_t step) {
         StateJsonText("trainer_state", kTrainerStateVersion, state);
     contents.moved_files_dir = staging;
     XLNET_RETURN_IF_ERROR(
-        checkpoints_.Save(step, unit_->ModelConfig(), contents));
+        checkpoints_.Save(step, unit_->ModelConfigJson(), contents));
     XLNET_RETURN_IF_ERROR(RemoveAll(staging));
     XLOG(INFO) << "saved checkpoint " << checkpoints_.StepDir(step);
   }
@@ -249,7 +249,7 @@ absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
                           {"lower_is_better", options_.best_lower_is_better}};
   for (const auto& [k, v] : eval) state["eval"][k] = v;
   XLNET_RETURN_IF_ERROR(WriteModelDir(
-      dir, unit_->ModelConfig(), unit_->StateDict(),
+      dir, unit_->ModelConfigJson(), unit_->StateDict(),
       [&](const AtomicDirWriter& writer) -> absl::Status {
         for (const auto& [name, bytes] : options_.extra_files) {
           XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), bytes));

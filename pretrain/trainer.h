@@ -46,6 +46,11 @@ class TrainUnit {
   virtual NamedTensors StateDict() = 0;
   // The model config written as config.json.
   virtual XLNetConfig ModelConfig() = 0;
+  // config.json's text; override to add HF keys XLNetConfig lacks (e.g.
+  // problem_type).
+  virtual std::string ModelConfigJson() {
+    return ModelConfigToJson(ModelConfig());
+  }
   // Sets train/eval mode.
   virtual void SetTraining(bool training) = 0;
   // Fetches this rank's next micro-batch and computes its loss.
