@@ -4,8 +4,9 @@
 #   1. train a SentencePiece tokenizer with XLNet's special ids,
 #   2. tokenize the corpus into shards,
 #   3. pretrain configs/tiny.yaml on the CPU (loss visibly falling),
-#   leaving a HuggingFace-layout checkpoint under runs/demo/pretrain.
-# Fine-tuning and export join this script as their issue lands.
+#   4. fine-tune the last checkpoint on the bundled 4-genre sample,
+#   5. export the fine-tuned classifier and the pretrained encoder as
+#      HuggingFace directories under runs/demo/export.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -26,6 +27,20 @@ echo "== 3. pretraining configs/tiny.yaml (resumes if a checkpoint exists)"
 "$BIN/xlnet-pretrain" --config configs/tiny.yaml --data "$OUT/data" \
   --out "$OUT/pretrain" --resume latest "$@"
 
+CKPT=$(ls -d "$OUT"/pretrain/checkpoints/step_* | sort -t_ -k2 -n | tail -1)
+echo "== 4. fine-tuning $CKPT on the 4-genre sample (classification)"
+"$BIN/xlnet-finetune" --config configs/tiny.yaml --task classification \
+  --init "$CKPT" --tokenizer "$OUT/spiece.model" \
+  --train data/sample/genre_train.tsv \
+  --dev data/sample/genre_dev.tsv --test data/sample/genre_test.tsv \
+  --out "$OUT/finetune" --resume latest
+
+echo "== 5. export (HuggingFace directories)"
+"$BIN/xlnet-export" --checkpoint "$OUT/finetune/best" --out "$OUT/export/classifier" --overwrite
+"$BIN/xlnet-export" --checkpoint "$CKPT" --out "$OUT/export/encoder" --encoder_only --overwrite
+
 echo "== result"
-"$BIN/xlnet-inspect" "$(ls -d "$OUT"/pretrain/checkpoints/step_* | sort -t_ -k2 -n | tail -1)"
-echo "loss curve: $OUT/pretrain/metrics.jsonl"
+"$BIN/xlnet-inspect" "$OUT/export/classifier"
+echo "pretraining loss curve: $OUT/pretrain/metrics.jsonl"
+echo "fine-tuning scores:     $OUT/finetune/eval_results.json"
+cat "$OUT/finetune/eval_results.json"
