@@ -36,7 +36,7 @@ for init in pretrained scratch; do
   extra=()
   [ "$init" = scratch ] && extra=(--from_scratch)
   "$BIN/xlnet-finetune" --config "$CFG" --task classification \
-    --init "$CKPT" --train "$GENRE/train.tsv" --dev "$GENRE/dev.tsv" \
+    --init "$CKPT" --tokenizer "$OUT/spiece.model" --train "$GENRE/train.tsv" --dev "$GENRE/dev.tsv" \
     --test "$GENRE/test.tsv" --out "$OUT/finetune_$init" --resume latest \
     "${extra[@]}" "${SET[@]}"
 done
