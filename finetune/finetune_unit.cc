@@ -14,6 +14,7 @@
 #include "finetune/metrics.h"
 #include "finetune/squad_eval.h"
 #include "model/precision.h"
+#include "pretrain/checkpoint.h"
 
 namespace xlnet::finetune {
 namespace {
@@ -438,18 +439,7 @@ absl::Status FinetuneUnit::LoadUnitState(const std::string& dir, int rank) {
 }
 
 absl::Status FinetuneUnit::LoadWeights(const std::string& dir) {
-  XLNET_ASSIGN_OR_RETURN(ModelDir model, ReadModelDir(dir));
-  torch::NoGradGuard no_grad;
-  for (auto& [name, tensor] : StateDict()) {
-    XLNET_ASSIGN_OR_RETURN(torch::Tensor saved, model.weights.Load(name));
-    if (saved.sizes() != tensor.sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir, ": ", name, " has shape ", c10::str(saved.sizes()),
-          " but the model has ", c10::str(tensor.sizes())));
-    }
-    tensor.copy_(saved);
-  }
-  return absl::OkStatus();
+  return CopyWeightsFromDir(dir, StateDict());
 }
 
 }  // namespace xlnet::finetune

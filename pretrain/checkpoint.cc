@@ -98,6 +98,22 @@ absl::Status VerifyChecksums(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status CopyWeightsFromDir(const std::string& dir,
+                                const NamedTensors& tensors) {
+  XLNET_ASSIGN_OR_RETURN(ModelDir model, ReadModelDir(dir));
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : tensors) {
+    XLNET_ASSIGN_OR_RETURN(torch::Tensor saved, model.weights.Load(name));
+    if (saved.sizes() != tensor.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, ": ", name, " has shape ", c10::str(saved.sizes()),
+          " but the model has ", c10::str(tensor.sizes())));
+    }
+    tensor.copy_(saved);  // keeps the tensor's device and dtype
+  }
+  return absl::OkStatus();
+}
+
 CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep)
     : checkpoints_dir_(run_dir + "/checkpoints"), keep_(keep) {}
 

@@ -31,6 +31,12 @@ struct CheckpointContents {
   std::string moved_files_dir;
 };
 
+// Copies the weights of model directory `dir` into `tensors` (by name,
+// shapes checked; an error names the directory and tensor). Used to resume
+// and to load a run's best model.
+absl::Status CopyWeightsFromDir(const std::string& dir,
+                                const NamedTensors& tensors);
+
 // CRC-32 (zlib polynomial) of a file, streamed.
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
 

@@ -162,19 +162,7 @@ absl::Status Trainer::Restore(const std::string& dir) {
   XLNET_ASSIGN_OR_RETURN(nlohmann::json state,
                          ReadStateJson(dir + "/" + kTrainerStateFile,
                                        "trainer_state", kTrainerStateVersion));
-  XLNET_ASSIGN_OR_RETURN(ModelDir model, ReadModelDir(dir));
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, tensor] : unit_->StateDict()) {
-      XLNET_ASSIGN_OR_RETURN(torch::Tensor saved, model.weights.Load(name));
-      if (saved.sizes() != tensor.sizes()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            dir, ": ", name, " has shape ", c10::str(saved.sizes()),
-            " but the model has ", c10::str(tensor.sizes())));
-      }
-      tensor.copy_(saved);
-    }
-  }
+  XLNET_RETURN_IF_ERROR(CopyWeightsFromDir(dir, unit_->StateDict()));
   XLNET_ASSIGN_OR_RETURN(SafetensorsFile optimizer,
                          SafetensorsFile::Open(dir + "/" + kOptimizerFile));
   XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
