@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
   group->store_ = store;
   group->rank_ = rank;
   group->world_size_ = world_size;
+  group->device_ = device.is_cuda() ? device : torch::Device(torch::kCPU);
   XLNET_RETURN_IF_ERROR(CatchExceptions(
       absl::StrCat("creating the process group (rank ", rank, " of ",
                    world_size, ")"),
@@ -134,12 +135,45 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
   return group;
 }
 
+namespace {
+
+// Runs `collective` on copies of `tensors` placed on `device` where they live
+// elsewhere (NCCL takes CUDA tensors only; the trainer's control messages --
+// config hashes, step totals, barriers -- are host tensors), then copies the
+// results back.
+template <typename Collective>
+void OnDevice(std::vector<torch::Tensor>& tensors, const torch::Device& device,
+              Collective&& collective) {
+  std::vector<torch::Tensor> staged;
+  bool moved = false;
+  for (const torch::Tensor& t : tensors) {
+    moved = moved || t.device() != device;
+    staged.push_back(t.device() == device ? t : t.to(device));
+  }
+  if (!moved) {
+    collective(tensors);
+    return;
+  }
+  collective(staged);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].device() != device) tensors[i].copy_(staged[i]);
+  }
+}
+
+}  // namespace
+
 void ProcessGroup::AllReduceSum(std::vector<torch::Tensor>& tensors) {
-  AllReduceSumAsync(tensors)->wait();
+  OnDevice(tensors, device_, [this](std::vector<torch::Tensor>& t) {
+    AllReduceSumAsync(t)->wait();
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroup::AllReduceSumAsync(
     std::vector<torch::Tensor>& tensors) {
+  for (const torch::Tensor& t : tensors) {
+    TORCH_CHECK(t.device() == device_, "asynchronous all-reduce of a tensor on ",
+                t.device(), " in a process group on ", device_);
+  }
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
   return pg_->allreduce(tensors, options);
@@ -148,7 +182,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroup::AllReduceSumAsync(
 void ProcessGroup::Broadcast(std::vector<torch::Tensor>& tensors, int root) {
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  pg_->broadcast(tensors, options)->wait();
+  OnDevice(tensors, device_, [&](std::vector<torch::Tensor>& t) {
+    pg_->broadcast(t, options)->wait();
+  });
 }
 
 void ProcessGroup::Barrier() {

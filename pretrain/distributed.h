@@ -57,9 +57,14 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const std::string& backend() const { return backend_; }
+  // Where the collectives run: cuda:N for NCCL, cpu for Gloo.
+  const torch::Device& device() const { return device_; }
 
   // Collectives; they throw (c10::Error / std::runtime_error) on failure or
-  // timeout, which the trainer turns into a status at its boundary.
+  // timeout, which the trainer turns into a status at its boundary. The
+  // blocking ones take tensors on any device (host tensors go through the
+  // group's device: NCCL reduces CUDA tensors only); the asynchronous
+  // all-reduce needs them on device().
   void AllReduceSum(std::vector<torch::Tensor>& tensors);
   c10::intrusive_ptr<c10d::Work> AllReduceSumAsync(
       std::vector<torch::Tensor>& tensors);
@@ -75,6 +80,7 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<C10dBackend> pg_;
   std::string backend_;
+  torch::Device device_ = torch::kCPU;
   int rank_ = 0;
   int world_size_ = 1;
 };

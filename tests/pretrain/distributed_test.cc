@@ -202,7 +202,20 @@ TEST(ProcessGroupTest, NcclSingleRankCollectives) {
   (*group)->AllReduceSum(t);
   EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(6)));
   (*group)->Broadcast(t, 0);
+  EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(6)));
+  // The trainer's control messages are host tensors: they go through the GPU
+  // and come back in place.
+  EXPECT_EQ((*group)->device(), torch::Device(torch::kCUDA, 0));
+  std::vector<torch::Tensor> host = {
+      torch::tensor({1.5, 2.0, 3.0}, torch::kFloat64)};
+  (*group)->AllReduceSum(host);
+  EXPECT_TRUE(host[0].device().is_cpu());
+  EXPECT_TRUE(torch::equal(host[0], torch::tensor({1.5, 2.0, 3.0},
+                                                  torch::kFloat64)));
+  (*group)->Broadcast(host, 0);
+  EXPECT_TRUE(host[0].device().is_cpu());
   (*group)->Barrier();
+  EXPECT_TRUE((*group)->CheckSameOnAllRanks("config", "a: 1").ok());
 #endif
 }
 
