@@ -75,6 +75,9 @@ std::string BlasDescription() {
                        : "OpenBLAS";
   } else if (provider.find("mkl") != std::string::npos) {
     kind = "MKL";
+  } else if (provider.find("libtorch_cpu") != std::string::npos) {
+    // pip wheels link MKL (x86-64) into libtorch_cpu.so itself.
+    kind = "linked into LibTorch (MKL in pip wheels)";
   } else {
     kind = "reference BLAS? (slow: install libopenblas0-openmp)";
   }

@@ -5,9 +5,13 @@
 #      skipped when its headers are missing, as in pip wheels),
 #   2. the HuggingFace comparisons on the GPU (XLNET_TEST_DEVICE=cuda),
 #   3. short pretraining runs of configs/tiny.yaml on cuda in fp32, bf16 and
-#      fp16, each resumed once, on the bundled sample corpus.
+#      fp16, each resumed once, on the bundled sample corpus,
+#   4. fine-tuning the fp32 run on the sample genre task on cuda, exporting
+#      it, and scripts/check_hf_export.py (needs transformers) on the exports.
 # Extra dependency prefixes (absl, ICU, ...) go in XLNET_EXTRA_PREFIX
-# (';'-separated). Results land in ${XLNET_GPU_OUT:-runs/gpu_check}.
+# (';'-separated; e.g. Debian packages unpacked with `dpkg -x` into /opt/deps
+# give /opt/deps/usr, with LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu
+# for running). Results land in ${XLNET_GPU_OUT:-runs/gpu_check}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${XLNET_BUILD_DIR:-build-cuda}
@@ -28,8 +32,7 @@ echo "== 1. test suite"
 ctest --test-dir "$BUILD" --output-on-failure 2>&1 | tee "$OUT/ctest.txt"
 
 echo "== 2. HF comparisons on cuda"
-XLNET_TEST_DEVICE=cuda "$BUILD/bin/xlnet_model_test" \
-  --gtest_filter='HfExtraTest.*:HeadsCudaTest.*' 2>&1 | tee "$OUT/hf_cuda.txt"
+XLNET_TEST_DEVICE=cuda "$BUILD/bin/xlnet_model_test" 2>&1 | tee "$OUT/hf_cuda.txt"
 
 echo "== 3. pretraining on cuda"
 DATA=$OUT/data
@@ -48,4 +51,21 @@ for dtype in fp32 bf16 fp16; do
     --resume latest
   tail -n 3 "$RUN/metrics.jsonl"
 done 2>&1 | tee "$OUT/pretrain.txt"
+echo "== 4. fine-tuning, export, HuggingFace check"
+CKPT=$(ls -d "$OUT"/pretrain_fp32/checkpoints/step_* | sort -t_ -k2 -n | tail -1)
+rm -rf "$OUT/finetune" "$OUT/export"
+"$BUILD/bin/xlnet-finetune" --config configs/tiny.yaml --task classification \
+  --init "$CKPT" --tokenizer "$OUT/spiece.model" \
+  --train data/sample/genre_train.tsv --dev data/sample/genre_dev.tsv \
+  --test data/sample/genre_test.tsv --out "$OUT/finetune" --set train.device=cuda
+"$BUILD/bin/xlnet-export" --checkpoint "$OUT/finetune/best" --out "$OUT/export/classifier"
+"$BUILD/bin/xlnet-export" --checkpoint "$CKPT" --out "$OUT/export/encoder" --encoder_only
+if $PY -c 'import transformers' 2>/dev/null; then
+  $PY scripts/check_hf_export.py "$OUT/export/encoder"
+  for split in dev test; do
+    $PY scripts/check_hf_export.py "$OUT/export/classifier" --max_length 64 \
+      --tsv data/sample/genre_$split.tsv \
+      --predictions "$OUT/finetune/predictions_$split.tsv"
+  done
+fi 2>&1 | tee "$OUT/hf_export.txt"
 echo "gpu_check: done ($OUT)"

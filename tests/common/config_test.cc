@@ -11,7 +11,8 @@ namespace {
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 TEST(ConfigTest, PresetsParseAndValidate) {
-  for (const char* name : {"tiny", "xlnet-base", "xlnet-large"}) {
+  for (const char* name : {"tiny", "small", "brown-small", "brown-medium",
+                           "xlnet-base", "xlnet-large"}) {
     auto config = LoadConfig(std::string(XLNET_SOURCE_DIR) + "/configs/" +
                              name + ".yaml");
     ASSERT_TRUE(config.ok()) << name << ": " << config.status();
