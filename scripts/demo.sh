@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+# Only the tools this script runs (scripts/test.sh builds the rest).
+XLNET_TARGETS="xlnet_tool_data xlnet_tool_pretrain xlnet_tool_finetune \
+xlnet_tool_export xlnet_tool_inspect xlnet_tool_plot" scripts/build.sh
 BIN=build/bin
 OUT=${XLNET_DEMO_OUT:-runs/demo}
 CORPUS=data/sample/brown_sample.txt
