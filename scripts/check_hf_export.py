@@ -7,8 +7,13 @@
 1. The class named in config.json's "architectures" loads the directory with
    from_pretrained: no missing, unexpected or mismatched weights.
 2. With --tsv/--predictions (a sequence classifier): HF's predictions on the
-   TSV's `sentence` column (tokenized by XLNetTokenizer over the directory's
-   spiece.model) agree with xlnet-finetune's predictions file, row by row.
+   TSV's `sentence` column agree with xlnet-finetune's predictions file, row
+   by row (at least --min_agreement). The inputs are the directory's
+   spiece.model ids of the raw text, assembled as xlnet-finetune does
+   (A <sep> <cls>, left-padded); xlnet-finetune also applies XLNet's text
+   rules first (whitespace, quotes), which rarely changes the ids. The
+   agreement when transformers' AutoTokenizer (its own normalisation) builds
+   the batches is printed too, not checked.
 Exits 1 when a check fails. Needs torch, transformers and sentencepiece.
 """
 import argparse
