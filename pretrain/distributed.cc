@@ -171,8 +171,9 @@ void ProcessGroup::AllReduceSum(std::vector<torch::Tensor>& tensors) {
 c10::intrusive_ptr<c10d::Work> ProcessGroup::AllReduceSumAsync(
     std::vector<torch::Tensor>& tensors) {
   for (const torch::Tensor& t : tensors) {
-    TORCH_CHECK(t.device() == device_, "asynchronous all-reduce of a tensor on ",
-                t.device(), " in a process group on ", device_);
+    TORCH_CHECK(t.device() == device_,
+                "asynchronous all-reduce of a tensor on ", t.device(),
+                " in a process group on ", device_);
   }
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;

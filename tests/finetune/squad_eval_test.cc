@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "tests/finetune/finetune_test_env.h"
+
 namespace xlnet::finetune {
 namespace {
 
@@ -119,6 +124,40 @@ TEST(SquadEvalTest, NullOddsThresholdAndBestThreshold) {
   const std::map<std::string, double> partial = {{"q1", 0.0}};
   EXPECT_FALSE(EvaluateSquad(TinyDataset(), preds, &partial, {}).ok());
   EXPECT_FALSE(EvaluateSquad(TinyDataset(), {}, nullptr, {}).ok());
+}
+
+// 336 questions on Brown text (90 unanswerable) with predictions that stress
+// the normalisation (case, articles, ASCII and curly punctuation, tabs and
+// no-break spaces, accented capitals, empty answers) and null odds with
+// ties; the expected values are what the official evaluate-v2.0.py printed
+// for these files (tests/fixtures/finetune/README.md).
+TEST(SquadEvalTest, MatchesTheOfficialScriptOnTheScoringFixture) {
+  using ::xlnet::finetune::testing::FixturePath;
+  auto read_json = [](const std::string& name) {
+    auto text = ReadFile(FixturePath(name));
+    EXPECT_TRUE(text.ok()) << text.status();
+    return nlohmann::json::parse(text.ok() ? *text : "{}");
+  };
+  auto data = ReadSquad(FixturePath("squad_scoring.json"), {});
+  ASSERT_TRUE(data.ok()) << data.status();
+  const auto preds = read_json("squad_scoring_pred.json")
+                         .get<std::map<std::string, std::string>>();
+  const auto odds =
+      read_json("squad_scoring_odds.json").get<std::map<std::string, double>>();
+  const nlohmann::json official = read_json("squad_scoring_official.json");
+  for (const bool with_odds : {true, false}) {
+    SCOPED_TRACE(with_odds ? "with null odds" : "without null odds");
+    auto r = EvaluateSquad(*data, preds, with_odds ? &odds : nullptr, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    const nlohmann::json& want =
+        official[with_odds ? "with_null_odds" : "without_null_odds"];
+    EXPECT_EQ(r->metrics.size(), want.size());
+    for (const auto& [key, value] : want.items()) {
+      ASSERT_EQ(r->metrics.count(key), 1u) << key;
+      EXPECT_NEAR(r->metrics.at(key), value.get<double>(), 1e-9) << key;
+    }
+    EXPECT_TRUE(r->missing.empty());
+  }
 }
 
 TEST(SquadEvalTest, WhitespaceHelpers) {

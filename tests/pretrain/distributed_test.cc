@@ -192,9 +192,8 @@ TEST(ProcessGroupTest, NcclSingleRankCollectives) {
 #else
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   auto store = c10::make_intrusive<c10d::HashStore>();
-  auto group = ProcessGroup::FromStore(store, 0, 1,
-                                       torch::Device(torch::kCUDA, 0),
-                                       milliseconds(60000));
+  auto group = ProcessGroup::FromStore(
+      store, 0, 1, torch::Device(torch::kCUDA, 0), milliseconds(60000));
   ASSERT_TRUE(group.ok()) << group.status();
   EXPECT_EQ((*group)->backend(), "nccl");
   std::vector<torch::Tensor> t = {
@@ -210,8 +209,8 @@ TEST(ProcessGroupTest, NcclSingleRankCollectives) {
       torch::tensor({1.5, 2.0, 3.0}, torch::kFloat64)};
   (*group)->AllReduceSum(host);
   EXPECT_TRUE(host[0].device().is_cpu());
-  EXPECT_TRUE(torch::equal(host[0], torch::tensor({1.5, 2.0, 3.0},
-                                                  torch::kFloat64)));
+  EXPECT_TRUE(
+      torch::equal(host[0], torch::tensor({1.5, 2.0, 3.0}, torch::kFloat64)));
   (*group)->Broadcast(host, 0);
   EXPECT_TRUE(host[0].device().is_cpu());
   (*group)->Barrier();
