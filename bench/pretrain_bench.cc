@@ -185,7 +185,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   std::vector<xlnet::StepTiming> timings;
   xlnet::TrainerOptions options;
   options.train = config.train;
-  options.config_yaml = xlnet::ConfigToYaml(unit_options.config);
+  options.config_yaml = xlnet::RunConfigYaml(unit_options.config, rank);
   options.run_dir = f.work_dir + "/run";
   options.progress = false;
   options.save_checkpoints = false;

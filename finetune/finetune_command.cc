@@ -373,7 +373,7 @@ absl::Status RunFinetuneCommand(int argc, char** argv) {
   if (config.train.max_steps > 0) {
     TrainerOptions options;
     options.train = config.train;
-    options.config_yaml = ConfigToYaml(config);
+    options.config_yaml = RunConfigYaml(config, *setup);
     options.run_dir = out_dir;
     options.resume = resume;
     options.extra_files["spiece.model"] = tokenizer->model_bytes();

@@ -11,8 +11,8 @@
 #include "common/runtime.h"
 #include "common/status.h"
 #include "pretrain/distributed.h"
-#include "pretrain/run_setup.h"
 #include "pretrain/plm_unit.h"
+#include "pretrain/run_setup.h"
 #include "pretrain/trainer.h"
 
 namespace xlnet {
@@ -73,7 +73,7 @@ absl::Status RunPretrainCommand(int argc, char** argv) {
   }
   TrainerOptions options;
   options.train = config.train;
-  options.config_yaml = ConfigToYaml(unit_options.config);
+  options.config_yaml = RunConfigYaml(unit_options.config, rank);
   options.run_dir = out_dir;
   options.resume = resume;
   // Checkpoints carry the tokenizer so fine-tuning and export need only them.

@@ -54,12 +54,13 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
         local_world = 1;
       }
     }
-    threads = std::max<int64_t>(
-        1, std::thread::hardware_concurrency() / local_world);
+    threads =
+        std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
   }
   setup.threads = ConfigureThreads(threads);
   if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   InstallStopSignalHandlers();
+  setup.configured_device = config->train.device;
   XLNET_ASSIGN_OR_RETURN(setup.device, ParseDevice(config->train.device));
   if (setup.device.is_cuda() && !setup.device.has_index()) {
     setup.device =
@@ -71,10 +72,15 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
         setup.group,
         ProcessGroup::Init(env, setup.device,
                            std::chrono::seconds(config->train.dist_timeout_s)));
-    XLOG(INFO) << "rank " << env.rank << " of " << env.world_size
-               << " joined (" << setup.group->backend() << ")";
+    XLOG(INFO) << "rank " << env.rank << " of " << env.world_size << " joined ("
+               << setup.group->backend() << ")";
   }
   return setup;
+}
+
+std::string RunConfigYaml(Config config, const RankSetup& setup) {
+  config.train.device = setup.configured_device;
+  return ConfigToYaml(config);
 }
 
 }  // namespace xlnet

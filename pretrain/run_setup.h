@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/config.h"
@@ -29,6 +30,8 @@ struct RankSetup {
   torch::Device device = torch::kCPU;
   int threads = 1;                      // intra-op threads in use
   std::unique_ptr<ProcessGroup> group;  // null with one process
+  // train.device as configured, before "cuda" became cuda:LOCAL_RANK.
+  std::string configured_device = "cpu";
 };
 
 // Reads the torchrun environment, sets the intra-op threads (train.threads;
@@ -37,5 +40,10 @@ struct RankSetup {
 // process group when WORLD_SIZE > 1, installs the SIGTERM/SIGINT handlers
 // and logs the runtime (rank 0).
 absl::StatusOr<RankSetup> SetUpRank(Config* config);
+
+// The run's config as YAML, the same on every rank: `config` (as SetUpRank
+// left it) with train.device as configured ("cuda", not this rank's
+// cuda:N). What the trainer saves and checks across ranks.
+std::string RunConfigYaml(Config config, const RankSetup& setup);
 
 }  // namespace xlnet
