@@ -111,7 +111,8 @@ TensorRows TensorRows::Select(const torch::Tensor& index) const {
   out.input_ids = input_ids.index_select(0, index);
   out.token_type_ids = token_type_ids.index_select(0, index);
   out.attention_mask = attention_mask.index_select(0, index);
-  for (const auto& [name, t] : targets) out.targets[name] = t.index_select(0, index);
+  for (const auto& [name, t] : targets)
+    out.targets[name] = t.index_select(0, index);
   return out;
 }
 
@@ -136,8 +137,7 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
         options.world_size, " ranks x ", tc.grad_accum_steps,
         " micro-batches (train.grad_accum_steps)"));
   }
-  std::unique_ptr<FinetuneUnit> unit(
-      new FinetuneUnit(options, device, dtype));
+  std::unique_ptr<FinetuneUnit> unit(new FinetuneUnit(options, device, dtype));
   unit->accum_ = tc.grad_accum_steps;
   unit->train_ = std::move(train);
   unit->dev_ = std::move(dev);
@@ -164,14 +164,13 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
         ParseAnswerClassStart(options.config.finetune.answer_class_start));
     unit->qa_->to(device);
   } else {
-    XLNET_ASSIGN_OR_RETURN(unit->classifier_,
-                           LoadForSequenceClassification(options.init_dir, load));
+    XLNET_ASSIGN_OR_RETURN(unit->classifier_, LoadForSequenceClassification(
+                                                  options.init_dir, load));
     if (unit->classifier_->is_regression() !=
         (options.task == Task::kRegression)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          options.init_dir, ": the model has ",
-          unit->classifier_->num_labels(), " outputs, which does not fit --task ",
-          TaskName(options.task)));
+          options.init_dir, ": the model has ", unit->classifier_->num_labels(),
+          " outputs, which does not fit --task ", TaskName(options.task)));
     }
     if (options.from_scratch) {
       torch::manual_seed(tc.seed);
@@ -202,19 +201,15 @@ NamedTensors FinetuneUnit::Named(bool parameters_only) {
 NamedTensors FinetuneUnit::Parameters() { return Named(true); }
 NamedTensors FinetuneUnit::StateDict() { return Named(false); }
 
-XLNetConfig FinetuneUnit::ModelConfig() {
+std::string FinetuneUnit::ModelConfigJson() {
   XLNetConfig config = qa_ ? qa_->config() : classifier_->config();
   if (qa_) {
     config.architectures = {"XLNetForQuestionAnswering"};
   } else {
     config.architectures = {"XLNetForSequenceClassification"};
-    config.id2label = options_.labels.empty() ? config.id2label : options_.labels;
+    config.id2label =
+        options_.labels.empty() ? config.id2label : options_.labels;
   }
-  return config;
-}
-
-std::string FinetuneUnit::ModelConfigJson() {
-  const XLNetConfig config = ModelConfig();
   if (qa_) return ModelConfigToJson(config);
   auto json = ModelConfigJsonWith(
       config, {{"problem_type",
@@ -266,10 +261,10 @@ StepOutput FinetuneUnit::TrainStep() {
                        rows.begin() + (options_.rank + 1) * per_rank);
   }
   const int64_t n = static_cast<int64_t>(local_rows_.size()) / accum_;
-  const torch::Tensor index =
-      torch::tensor(std::vector<int64_t>(local_rows_.begin() + micro_ * n,
-                                         local_rows_.begin() + (micro_ + 1) * n),
-                    torch::kLong);
+  const torch::Tensor index = torch::tensor(
+      std::vector<int64_t>(local_rows_.begin() + micro_ * n,
+                           local_rows_.begin() + (micro_ + 1) * n),
+      torch::kLong);
   micro_ = (micro_ + 1) % accum_;
   const TensorRows batch = train_.Select(index);
   StepOutput out;
@@ -309,11 +304,13 @@ std::map<std::string, double> ScoreLabels(Task task,
 
 absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
     const EvalSet& set, Predictions* predictions) {
-  const bool was_training = qa_ ? qa_->is_training() : classifier_->is_training();
+  const bool was_training =
+      qa_ ? qa_->is_training() : classifier_->is_training();
   SetTraining(false);
   torch::NoGradGuard no_grad;
   const int64_t n = set.rows.size();
-  const int64_t batch = std::max<int64_t>(1, options_.config.finetune.eval_batch_size);
+  const int64_t batch =
+      std::max<int64_t>(1, options_.config.finetune.eval_batch_size);
   std::map<std::string, double> metrics;
   double loss_sum = 0;
   const bool labelled = set.labelled;
@@ -337,10 +334,9 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
     }
     std::vector<SquadWindowResult> results;
     if (n > 0) {
-      results = SquadResultsFromTensors(torch::cat(stl), torch::cat(sti),
-                                        torch::cat(etl), torch::cat(eti),
-                                        torch::cat(cls),
-                                        EndTopLayout::kStartMajor);
+      results = SquadResultsFromTensors(
+          torch::cat(stl), torch::cat(sti), torch::cat(etl), torch::cat(eti),
+          torch::cat(cls), EndTopLayout::kStartMajor);
     }
     SquadPredictOptions post;
     const FinetuneConfig& ft = options_.config.finetune;
@@ -368,11 +364,11 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
           classifier_->forward(Inputs(rows)).logits.to(torch::kFloat);
       if (labelled) {
         const torch::Tensor labels = rows.targets.at("labels").to(device_);
-        loss_sum += (classifier_->is_regression()
-                         ? RegressionLoss(logits, labels)
-                         : ClassificationLoss(logits, labels))
-                        .sum()
-                        .item<double>();
+        loss_sum +=
+            (classifier_->is_regression() ? RegressionLoss(logits, labels)
+                                          : ClassificationLoss(logits, labels))
+                .sum()
+                .item<double>();
       }
       all_logits.push_back(logits.to(torch::kCPU));
     }
@@ -380,7 +376,8 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
         all_logits.empty() ? torch::zeros({0, classifier_->num_labels()})
                            : torch::cat(all_logits);
     if (labelled && n > 0) {
-      metrics = ScoreLabels(options_.task, logits, set.rows.targets.at("labels"));
+      metrics =
+          ScoreLabels(options_.task, logits, set.rows.targets.at("labels"));
       metrics["loss"] = loss_sum / n;
     }
     if (predictions) {
@@ -394,9 +391,9 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
         } else {
           const int64_t id = logits[i].argmax().item<int64_t>();
           const auto& names = classifier_->config().id2label;
-          predictions->values.push_back(
-              id < static_cast<int64_t>(names.size()) ? names[id]
-                                                      : std::to_string(id));
+          predictions->values.push_back(id < static_cast<int64_t>(names.size())
+                                            ? names[id]
+                                            : std::to_string(id));
         }
       }
     }
@@ -421,10 +418,10 @@ absl::Status FinetuneUnit::LoadUnitState(const std::string& dir, int rank) {
   // Every rank holds the same global stream position; rank 0's file is
   // enough when the world size changed.
   std::string path = dir + "/" + StateFile(rank);
-  XLNET_ASSIGN_OR_RETURN(SafetensorsFile file,
-                         SafetensorsFile::Open(PathExists(path)
-                                                   ? path
-                                                   : dir + "/" + StateFile(0)));
+  XLNET_ASSIGN_OR_RETURN(
+      SafetensorsFile file,
+      SafetensorsFile::Open(PathExists(path) ? path
+                                             : dir + "/" + StateFile(0)));
   XLNET_ASSIGN_OR_RETURN(torch::Tensor rows, file.Load("rows"));
   if (rows.item<int64_t>() != train_.size()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -121,7 +121,6 @@ class FinetuneUnit : public TrainUnit {
 
   NamedTensors Parameters() override;
   NamedTensors StateDict() override;
-  XLNetConfig ModelConfig() override;
   std::string ModelConfigJson() override;
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;

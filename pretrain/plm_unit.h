@@ -37,7 +37,9 @@ class PlmUnit : public TrainUnit {
 
   NamedTensors Parameters() override;
   NamedTensors StateDict() override;
-  XLNetConfig ModelConfig() override { return config_.model; }
+  std::string ModelConfigJson() override {
+    return ModelConfigToJson(config_.model);
+  }
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;

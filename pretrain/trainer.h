@@ -44,13 +44,9 @@ class TrainUnit {
   virtual NamedTensors Parameters() = 0;
   // All tensors saved as model.safetensors (parameters and buffers).
   virtual NamedTensors StateDict() = 0;
-  // The model config written as config.json.
-  virtual XLNetConfig ModelConfig() = 0;
-  // config.json's text; override to add HF keys XLNetConfig lacks (e.g.
-  // problem_type).
-  virtual std::string ModelConfigJson() {
-    return ModelConfigToJson(ModelConfig());
-  }
+  // config.json's text: ModelConfigToJson of the model's config, plus any
+  // HF keys XLNetConfig lacks (e.g. problem_type).
+  virtual std::string ModelConfigJson() = 0;
   // Sets train/eval mode.
   virtual void SetTraining(bool training) = 0;
   // Fetches this rank's next micro-batch and computes its loss.
@@ -71,12 +67,12 @@ class TrainUnit {
 
 // What on_step reports about one optimizer step.
 struct StepTiming {
-  int64_t step = 0;       // 1-based step just finished
-  double seconds = 0;     // wall time of the whole step on this rank: data,
-                          // forward, backward, all-reduce, clip, optimizer
-  int64_t tokens = 0;     // tokens of the step on all ranks
-  double loss = 0;        // global loss of the step
-  bool skipped = false;   // non-finite, not applied
+  int64_t step = 0;      // 1-based step just finished
+  double seconds = 0;    // wall time of the whole step on this rank: data,
+                         // forward, backward, all-reduce, clip, optimizer
+  int64_t tokens = 0;    // tokens of the step on all ranks
+  double loss = 0;       // global loss of the step
+  bool skipped = false;  // non-finite, not applied
 };
 
 struct TrainerOptions {

@@ -3,12 +3,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/file_util.h"
@@ -43,6 +44,14 @@ class TempDir {
   std::string path_;
 };
 
+// The JSON in `path`; a test failure (and null) when it cannot be read.
+// Malformed JSON throws, which fails the test that reads it.
+inline nlohmann::json ReadJsonFile(const std::string& path) {
+  auto text = ReadFile(path);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+}
+
 struct CommandResult {
   int exit_code = -1;  // -1 if it did not exit normally
   std::string output;  // stdout and stderr together
@@ -55,7 +64,8 @@ inline CommandResult RunCommand(const std::string& command) {
   if (pipe == nullptr) return result;
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0)
+    result.output.append(buf, n);
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -63,7 +73,8 @@ inline CommandResult RunCommand(const std::string& command) {
 
 // Starts `command` with /bin/sh in its own process group, output appended
 // to `log_path`; returns its pid (kill with KillGroup, reap with WaitPid).
-inline pid_t SpawnCommand(const std::string& command, const std::string& log_path) {
+inline pid_t SpawnCommand(const std::string& command,
+                          const std::string& log_path) {
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);

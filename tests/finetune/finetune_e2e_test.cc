@@ -17,15 +17,10 @@ namespace xlnet {
 namespace {
 
 using testing::CommandResult;
+using testing::ReadJsonFile;
 using testing::RunCommand;
 using testing::SourcePath;
 using testing::ToolPath;
-
-nlohmann::json ReadJson(const std::string& path) {
-  auto text = ReadFile(path);
-  EXPECT_TRUE(text.ok()) << text.status();
-  return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
-}
 
 std::vector<std::string> Lines(const std::string& path) {
   std::ifstream in(path);
@@ -85,7 +80,7 @@ TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
           Genre("test") + " --out " + run.path() +
           " --set finetune.max_steps=40 --set finetune.eval_steps=20"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json results = ReadJson(run.Join("eval_results.json"));
+  const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
   for (const char* split : {"dev", "test"}) {
     ASSERT_TRUE(results.contains(split)) << results.dump();
     for (const char* key : {"accuracy", "macro_f1", "mcc", "loss"}) {
@@ -96,7 +91,7 @@ TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
     EXPECT_LE(acc, 1.0);
   }
   // RUN/best: the dev evaluation (steps 20, 40) with the highest accuracy.
-  const nlohmann::json best = ReadJson(run.Join("best/best.json"));
+  const nlohmann::json best = ReadJsonFile(run.Join("best/best.json"));
   EXPECT_EQ(best["metric"], "accuracy");
   double best_seen = -1;
   for (const std::string& line : Lines(run.Join("metrics.jsonl"))) {
@@ -107,7 +102,7 @@ TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
   }
   EXPECT_DOUBLE_EQ(best["value"].get<double>(), best_seen);
   EXPECT_DOUBLE_EQ(results["dev"]["accuracy"].get<double>(), best_seen);
-  const nlohmann::json config = ReadJson(run.Join("best/config.json"));
+  const nlohmann::json config = ReadJsonFile(run.Join("best/config.json"));
   EXPECT_EQ(config["architectures"][0], "XLNetForSequenceClassification");
   EXPECT_EQ(config["id2label"]["0"], "learned");
   EXPECT_EQ(config["id2label"]["3"], "romance");
@@ -126,7 +121,7 @@ TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
                                                 " --dev " + Genre("dev") +
                                                 " --out " + eval_run.path()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json again = ReadJson(eval_run.Join("eval_results.json"));
+  const nlohmann::json again = ReadJsonFile(eval_run.Join("eval_results.json"));
   EXPECT_DOUBLE_EQ(again["dev"]["accuracy"].get<double>(),
                    results["dev"]["accuracy"].get<double>());
   EXPECT_NEAR(again["dev"]["loss"].get<double>(),
@@ -142,15 +137,18 @@ TEST_F(FinetuneE2ETest, ResumeEqualsUninterruptedRun) {
       "classification",
       common + " --out " + whole.path() + " --set finetune.max_steps=30"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = RunCommand(Finetune("classification", common + " --out " + split.path() +
-                                                " --set finetune.max_steps=20"));
+  r = RunCommand(Finetune(
+      "classification",
+      common + " --out " + split.path() + " --set finetune.max_steps=20"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = RunCommand(Finetune("classification",
                           common + " --out " + split.path() +
                               " --set finetune.max_steps=30 --resume latest"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto a = SafetensorsFile::Open(whole.Join("checkpoints/step_30/model.safetensors"));
-  auto b = SafetensorsFile::Open(split.Join("checkpoints/step_30/model.safetensors"));
+  auto a = SafetensorsFile::Open(
+      whole.Join("checkpoints/step_30/model.safetensors"));
+  auto b = SafetensorsFile::Open(
+      split.Join("checkpoints/step_30/model.safetensors"));
   ASSERT_TRUE(a.ok() && b.ok());
   auto ta = a->LoadAll();
   auto tb = b->LoadAll();
@@ -160,8 +158,8 @@ TEST_F(FinetuneE2ETest, ResumeEqualsUninterruptedRun) {
     EXPECT_TRUE(torch::equal((*ta)[i].second, (*tb)[i].second))
         << (*ta)[i].first;
   }
-  EXPECT_EQ(ReadJson(whole.Join("best/best.json")),
-            ReadJson(split.Join("best/best.json")));
+  EXPECT_EQ(ReadJsonFile(whole.Join("best/best.json")),
+            ReadJsonFile(split.Join("best/best.json")));
 }
 
 TEST_F(FinetuneE2ETest, RegressionReportsCorrelations) {
@@ -184,11 +182,12 @@ TEST_F(FinetuneE2ETest, RegressionReportsCorrelations) {
                         run.Join("dev.tsv") + " --out " + run.Join("run") +
                         " --set finetune.max_steps=30"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json results = ReadJson(run.Join("run/eval_results.json"));
+  const nlohmann::json results =
+      ReadJsonFile(run.Join("run/eval_results.json"));
   for (const char* key : {"pearson", "spearman", "mse", "loss"}) {
     EXPECT_TRUE(results["dev"].contains(key)) << key;
   }
-  const nlohmann::json config = ReadJson(run.Join("run/best/config.json"));
+  const nlohmann::json config = ReadJsonFile(run.Join("run/best/config.json"));
   EXPECT_EQ(config["problem_type"], "regression");
   EXPECT_EQ(config["id2label"].size(), 1u);
 }
@@ -198,19 +197,18 @@ TEST_F(FinetuneE2ETest, SquadPredictionsAndOfficialScores) {
   const std::string squad =
       SourcePath("tests/fixtures/finetune/squad_v2_small.json");
   CommandResult r = RunCommand(Finetune(
-      "squad", "--train " + squad + " --dev " + squad + " --out " +
-                   run.path() +
+      "squad", "--train " + squad + " --dev " + squad + " --out " + run.path() +
                    " --set finetune.max_steps=20 --set finetune.doc_stride=24"
                    " --set finetune.max_query_length=16"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json results = ReadJson(run.Join("eval_results.json"));
+  const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
   for (const char* key :
        {"exact", "f1", "total", "HasAns_f1", "NoAns_f1", "best_f1", "loss"}) {
     EXPECT_TRUE(results["dev"].contains(key)) << key << " " << results.dump();
   }
   const nlohmann::json predictions =
-      ReadJson(run.Join("predictions_dev/predictions.json"));
-  const nlohmann::json data = ReadJson(squad);
+      ReadJsonFile(run.Join("predictions_dev/predictions.json"));
+  const nlohmann::json data = ReadJsonFile(squad);
   size_t questions = 0;
   for (const auto& article : data["data"]) {
     for (const auto& paragraph : article["paragraphs"]) {
@@ -230,13 +228,12 @@ TEST_F(FinetuneE2ETest, SquadPredictionsAndOfficialScores) {
                  " --null_odds " + run.Join("predictions_dev/null_odds.json") +
                  " --out " + run.Join("eval.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json eval = ReadJson(run.Join("eval.json"));
+  const nlohmann::json eval = ReadJsonFile(run.Join("eval.json"));
   for (const char* key : {"exact", "f1", "best_f1", "HasAns_exact"}) {
-    EXPECT_DOUBLE_EQ(eval[key].get<double>(),
-                     results["dev"][key].get<double>())
+    EXPECT_DOUBLE_EQ(eval[key].get<double>(), results["dev"][key].get<double>())
         << key;
   }
-  const nlohmann::json config = ReadJson(run.Join("best/config.json"));
+  const nlohmann::json config = ReadJsonFile(run.Join("best/config.json"));
   EXPECT_EQ(config["architectures"][0], "XLNetForQuestionAnswering");
 }
 
@@ -248,21 +245,20 @@ TEST_F(FinetuneE2ETest, BadRowsAreNamedAndSkippable) {
     for (size_t i = 0; i < 40; ++i) out << lines[i] << "\n";
     out << "a row without its label column\n";  // line 41
   }
-  CommandResult r = RunCommand(Finetune(
-      "classification", "--train " + run.Join("bad.tsv") + " --dev " +
-                            Genre("dev") + " --out " + run.Join("a") +
-                            " --set finetune.max_steps=2"));
+  CommandResult r = RunCommand(
+      Finetune("classification", "--train " + run.Join("bad.tsv") + " --dev " +
+                                     Genre("dev") + " --out " + run.Join("a") +
+                                     " --set finetune.max_steps=2"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("bad.tsv:41"), std::string::npos) << r.output;
   EXPECT_FALSE(PathExists(run.Join("a/best")));
-  r = RunCommand(Finetune("classification",
-                          "--train " + run.Join("bad.tsv") + " --dev " +
-                              Genre("dev") + " --out " + run.Join("b") +
-                              " --set finetune.max_steps=2"
-                              " --set finetune.bad_rows=skip"));
+  r = RunCommand(
+      Finetune("classification", "--train " + run.Join("bad.tsv") + " --dev " +
+                                     Genre("dev") + " --out " + run.Join("b") +
+                                     " --set finetune.max_steps=2"
+                                     " --set finetune.bad_rows=skip"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("skipped 1 bad rows"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("skipped 1 bad rows"), std::string::npos) << r.output;
 }
 
 TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
@@ -276,27 +272,27 @@ TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
     }
   }
   CommandResult r = RunCommand(Finetune(
-      "classification", "--train " + Genre("train") + " --dev " +
-                            Genre("dev") + " --test " +
-                            run.Join("unlabeled.tsv") +
+      "classification", "--train " + Genre("train") + " --dev " + Genre("dev") +
+                            " --test " + run.Join("unlabeled.tsv") +
                             " --do_predict --out " + run.Join("run") +
                             " --set finetune.max_steps=5"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto predictions = Lines(run.Join("run/predictions_test.tsv"));
   ASSERT_EQ(predictions.size(), 11u);
-  const nlohmann::json results = ReadJson(run.Join("run/eval_results.json"));
+  const nlohmann::json results =
+      ReadJsonFile(run.Join("run/eval_results.json"));
   EXPECT_TRUE(results.contains("dev"));
   EXPECT_FALSE(results.contains("test"));
 }
 
 TEST_F(FinetuneE2ETest, BagOfWordsBaseline) {
   testing::TempDir run;
-  CommandResult r = RunCommand(
-      ToolPath("baseline") + " --train " + Genre("train") + " --dev " +
-      Genre("dev") + " --test " + Genre("test") + " --out " + run.path() +
-      " --epochs 100");
+  CommandResult r =
+      RunCommand(ToolPath("baseline") + " --train " + Genre("train") +
+                 " --dev " + Genre("dev") + " --test " + Genre("test") +
+                 " --out " + run.path() + " --epochs 100");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json results = ReadJson(run.Join("eval_results.json"));
+  const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
   // Four genres: chance is about 0.25; word counts do much better.
   EXPECT_GT(results["test"]["accuracy"].get<double>(), 0.5);
   EXPECT_GT(results["features"].get<int64_t>(), 1000);

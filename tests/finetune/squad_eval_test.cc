@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/file_util.h"
 #include "tests/finetune/finetune_test_env.h"
+#include "tests/test_util.h"
 
 namespace xlnet::finetune {
 namespace {
@@ -134,9 +134,7 @@ TEST(SquadEvalTest, NullOddsThresholdAndBestThreshold) {
 TEST(SquadEvalTest, MatchesTheOfficialScriptOnTheScoringFixture) {
   using ::xlnet::finetune::testing::FixturePath;
   auto read_json = [](const std::string& name) {
-    auto text = ReadFile(FixturePath(name));
-    EXPECT_TRUE(text.ok()) << text.status();
-    return nlohmann::json::parse(text.ok() ? *text : "{}");
+    return ::xlnet::testing::ReadJsonFile(FixturePath(name));
   };
   auto data = ReadSquad(FixturePath("squad_scoring.json"), {});
   ASSERT_TRUE(data.ok()) << data.status();

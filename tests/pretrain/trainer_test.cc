@@ -33,14 +33,14 @@ class RegressionUnit : public TrainUnit {
             {"transformer.layer.0.ff.layer_1.bias", linear_->bias}};
   }
   NamedTensors StateDict() override { return Parameters(); }
-  XLNetConfig ModelConfig() override {
+  std::string ModelConfigJson() override {
     XLNetConfig c;
     c.vocab_size = 16;
     c.d_model = 8;
     c.n_head = 2;
     c.d_head = 4;
     c.n_layer = 1;
-    return c;
+    return ModelConfigToJson(c);
   }
   void SetTraining(bool training) {
     linear_->train(training);
@@ -341,14 +341,16 @@ TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
   TrainerOptions plain_options = Options(plain_dir.path(), 10);
   plain_options.train.max_bad_steps = 3;
   ASSERT_TRUE(Trainer(plain_options, plain.get(), nullptr).Run().ok());
-  EXPECT_LT((scaled->linear_->weight - plain->linear_->weight).abs().max()
+  EXPECT_LT((scaled->linear_->weight - plain->linear_->weight)
+                .abs()
+                .max()
                 .item<double>(),
             1e-6);
 
   // The step-4 checkpoint holds scale 256 with 0 finite steps counted.
-  auto state = ReadStateJson(
-      scaled_dir.Join("checkpoints/step_4/trainer_state.json"),
-      "trainer_state", 1);
+  auto state =
+      ReadStateJson(scaled_dir.Join("checkpoints/step_4/trainer_state.json"),
+                    "trainer_state", 1);
   ASSERT_TRUE(state.ok()) << state.status();
   EXPECT_EQ((*state)["loss_scale"].get<double>(), 256);
   EXPECT_EQ((*state)["loss_scale_growth_tracker"].get<int64_t>(), 0);
