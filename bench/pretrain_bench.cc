@@ -32,12 +32,12 @@
 #include "data_pipeline/sampler.h"
 #include "data_pipeline/shards.h"
 #include "data_pipeline/tokenizer.h"
-#include "pretrain/distributed.h"
-#include "pretrain/launcher.h"
 #include "pretrain/plm_unit.h"
-#include "pretrain/pretrain_command.h"
-#include "pretrain/run_setup.h"
-#include "pretrain/trainer.h"
+#include "pretrain/pretrain.h"
+#include "train/distributed.h"
+#include "train/launcher.h"
+#include "train/run_setup.h"
+#include "train/trainer.h"
 
 namespace {
 

@@ -291,9 +291,8 @@ absl::StatusOr<torch::Tensor> SafetensorsFile::Load(
   return out;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>>
-SafetensorsFile::LoadAll() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
+absl::StatusOr<NamedTensors> SafetensorsFile::LoadAll() const {
+  NamedTensors out;
   for (const auto& e : entries_) {
     XLNET_ASSIGN_OR_RETURN(torch::Tensor t, Load(e.name));
     out.emplace_back(e.name, std::move(t));
@@ -306,8 +305,7 @@ uint64_t SafetensorsFile::data_bytes() const {
 }
 
 absl::Status WriteSafetensors(
-    const std::string& path,
-    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::string& path, const NamedTensors& tensors,
     const std::map<std::string, std::string>& metadata) {
   // nlohmann's ordered_json keeps insertion order, so the header lists
   // tensors in data order.

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "data_pipeline/shards.h"
 #include "data_pipeline/tokenizer.h"
 

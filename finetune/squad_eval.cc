@@ -6,9 +6,14 @@
 #include <unicode/utf8.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status.h"
 
 namespace xlnet::finetune {
 namespace {
@@ -273,6 +278,59 @@ absl::StatusOr<SquadEvalResult> EvaluateSquad(
     result.metrics["best_f1_thresh"] = f1_thresh;
   }
   return result;
+}
+
+namespace {
+
+// A {"qid": value} JSON object file.
+template <typename T>
+absl::StatusOr<std::map<std::string, T>> ReadJsonMap(const std::string& path) {
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::map<std::string, T> out;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": expected a JSON object {\"id\": ...}"));
+    }
+    for (const auto& item : j.items()) {
+      out[item.key()] = item.value().template get<T>();
+    }
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status RunSquadEvaluation(const SquadEvalRunOptions& run,
+                                std::ostream& out) {
+  SquadReadOptions read;
+  read.check_answer_spans = false;  // score any file the script scores
+  XLNET_ASSIGN_OR_RETURN(SquadDataset data, ReadSquad(run.data, read));
+  XLNET_ASSIGN_OR_RETURN(auto predictions,
+                         ReadJsonMap<std::string>(run.predictions));
+  std::optional<std::map<std::string, double>> null_odds;
+  if (!run.null_odds.empty()) {
+    XLNET_ASSIGN_OR_RETURN(null_odds, ReadJsonMap<double>(run.null_odds));
+  }
+  SquadEvalOptions options;
+  options.na_prob_threshold = run.na_prob_thresh;
+  XLNET_ASSIGN_OR_RETURN(
+      SquadEvalResult result,
+      EvaluateSquad(data, predictions, null_odds ? &*null_odds : nullptr,
+                    options));
+  for (const auto& id : result.missing) {
+    XLOG(WARNING) << "missing prediction for " << id;
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : result.metrics) j[k] = v;
+  out << j.dump(2) << std::endl;
+  if (!run.out.empty()) {
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(run.out, j.dump(2) + "\n"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace xlnet::finetune

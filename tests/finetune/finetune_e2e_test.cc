@@ -59,8 +59,8 @@ class FinetuneE2ETest : public ::testing::Test {
   static std::string Finetune(const std::string& task,
                               const std::string& extra) {
     return ToolPath("finetune") + " --config " +
-           SourcePath("configs/tiny.yaml") + " --task " + task + " --init " +
-           checkpoint_ + " --set train.threads=1 " + extra;
+           SourcePath("configs/tiny-finetune.yaml") + " --task " + task +
+           " --init " + checkpoint_ + " --set train.threads=1 " + extra;
   }
   static std::string Genre(const std::string& split) {
     return SourcePath("data/sample/genre_" + split + ".tsv");
@@ -74,11 +74,11 @@ std::string FinetuneE2ETest::checkpoint_;
 
 TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
   testing::TempDir run;
-  CommandResult r = RunCommand(Finetune(
-      "classification",
-      "--train " + Genre("train") + " --dev " + Genre("dev") + " --test " +
-          Genre("test") + " --out " + run.path() +
-          " --set finetune.max_steps=40 --set finetune.eval_steps=20"));
+  CommandResult r = RunCommand(
+      Finetune("classification",
+               "--train " + Genre("train") + " --dev " + Genre("dev") +
+                   " --test " + Genre("test") + " --out " + run.path() +
+                   " --set train.max_steps=40 --set train.eval_steps=20"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
   for (const char* split : {"dev", "test"}) {
@@ -131,19 +131,18 @@ TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
 TEST_F(FinetuneE2ETest, ResumeEqualsUninterruptedRun) {
   const std::string common =
       "--train " + Genre("train") + " --dev " + Genre("dev") +
-      " --set finetune.eval_steps=10 --set train.save_steps=10";
+      " --set train.eval_steps=10 --set train.save_steps=10";
   testing::TempDir whole, split;
-  CommandResult r = RunCommand(Finetune(
-      "classification",
-      common + " --out " + whole.path() + " --set finetune.max_steps=30"));
+  CommandResult r =
+      RunCommand(Finetune("classification", common + " --out " + whole.path() +
+                                                " --set train.max_steps=30"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = RunCommand(Finetune(
-      "classification",
-      common + " --out " + split.path() + " --set finetune.max_steps=20"));
+  r = RunCommand(Finetune("classification", common + " --out " + split.path() +
+                                                " --set train.max_steps=20"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = RunCommand(Finetune("classification",
                           common + " --out " + split.path() +
-                              " --set finetune.max_steps=30 --resume latest"));
+                              " --set train.max_steps=30 --resume latest"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto a = SafetensorsFile::Open(
       whole.Join("checkpoints/step_30/model.safetensors"));
@@ -180,7 +179,7 @@ TEST_F(FinetuneE2ETest, RegressionReportsCorrelations) {
   CommandResult r = RunCommand(Finetune(
       "regression", "--train " + run.Join("train.tsv") + " --dev " +
                         run.Join("dev.tsv") + " --out " + run.Join("run") +
-                        " --set finetune.max_steps=30"));
+                        " --set train.max_steps=30"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json results =
       ReadJsonFile(run.Join("run/eval_results.json"));
@@ -198,7 +197,7 @@ TEST_F(FinetuneE2ETest, SquadPredictionsAndOfficialScores) {
       SourcePath("tests/fixtures/finetune/squad_v2_small.json");
   CommandResult r = RunCommand(Finetune(
       "squad", "--train " + squad + " --dev " + squad + " --out " + run.path() +
-                   " --set finetune.max_steps=20 --set finetune.doc_stride=24"
+                   " --set train.max_steps=20 --set finetune.doc_stride=24"
                    " --set finetune.max_query_length=16"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
@@ -248,14 +247,14 @@ TEST_F(FinetuneE2ETest, BadRowsAreNamedAndSkippable) {
   CommandResult r = RunCommand(
       Finetune("classification", "--train " + run.Join("bad.tsv") + " --dev " +
                                      Genre("dev") + " --out " + run.Join("a") +
-                                     " --set finetune.max_steps=2"));
+                                     " --set train.max_steps=2"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("bad.tsv:41"), std::string::npos) << r.output;
   EXPECT_FALSE(PathExists(run.Join("a/best")));
   r = RunCommand(
       Finetune("classification", "--train " + run.Join("bad.tsv") + " --dev " +
                                      Genre("dev") + " --out " + run.Join("b") +
-                                     " --set finetune.max_steps=2"
+                                     " --set train.max_steps=2"
                                      " --set finetune.bad_rows=skip"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("skipped 1 bad rows"), std::string::npos) << r.output;
@@ -275,7 +274,7 @@ TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
       "classification", "--train " + Genre("train") + " --dev " + Genre("dev") +
                             " --test " + run.Join("unlabeled.tsv") +
                             " --do_predict --out " + run.Join("run") +
-                            " --set finetune.max_steps=5"));
+                            " --set train.max_steps=5"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto predictions = Lines(run.Join("run/predictions_test.tsv"));
   ASSERT_EQ(predictions.size(), 11u);
