@@ -23,6 +23,8 @@
 
 namespace xlnet {
 
+class MappedFile;
+
 // One tensor's header entry.
 struct SafetensorsEntry {
   std::string name;
@@ -55,9 +57,8 @@ class SafetensorsFile {
   uint64_t data_bytes() const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<const MappedFile> mapping_;
   uint64_t data_offset_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, size_t> index_;

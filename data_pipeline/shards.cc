@@ -1,10 +1,6 @@
 #include "data_pipeline/shards.h"
 
-#include <fcntl.h>
 #include <glob.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/mapped_file.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -119,50 +116,6 @@ absl::StatusOr<ShardHeader> DecodeHeader(const char* data, size_t size,
   }
   return h;
 }
-
-// A read-only memory mapping of a whole file.
-class MappedFile {
- public:
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(
-      const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::NotFoundError(
-          absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return absl::InternalError(
-          absl::StrCat(path, ": stat failed: ", std::strerror(err)));
-    }
-    auto file = std::unique_ptr<MappedFile>(new MappedFile());
-    file->size_ = static_cast<size_t>(st.st_size);
-    if (file->size_ > 0) {
-      void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int err = errno;
-        ::close(fd);
-        return absl::InternalError(
-            absl::StrCat(path, ": mmap failed: ", std::strerror(err)));
-      }
-      file->data_ = static_cast<const char*>(p);
-    }
-    ::close(fd);
-    return file;
-  }
-  ~MappedFile() {
-    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
-  }
-  const char* data() const { return data_ ? data_ : ""; }
-  size_t size() const { return size_; }
-
- private:
-  MappedFile() = default;
-  const char* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // A contiguous part of an input file that becomes one shard.
 struct Chunk {

@@ -6,10 +6,10 @@
 #include <unicode/utf16.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/mapped_file.h"
 #include "common/status.h"
 #include "data_pipeline/sentencepiece_bridge.h"
 
@@ -313,29 +313,28 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
     return absl::InvalidArgumentError(absl::StrCat(
         "vocab_size must be at least 32 (got ", options.vocab_size, ")"));
   }
+  std::vector<std::unique_ptr<MappedFile>> files;
   for (const std::string& path : options.inputs) {
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    XLNET_ASSIGN_OR_RETURN(files.emplace_back(), MappedFile::Open(path));
   }
   TokenizerTrainStats local;
   TokenizerTrainStats& st = stats ? *stats : local;
   st = TokenizerTrainStats();
   size_t file_index = 0;
-  std::ifstream in;
-  std::string line;
-  absl::Status read_status;
+  size_t pos = 0;
   // Yields the preprocessed non-empty lines of every input, in order.
   auto next = [&](std::string* sentence) -> bool {
-    while (true) {
-      if (!in.is_open()) {
-        if (file_index >= options.inputs.size()) return false;
-        in.open(options.inputs[file_index], std::ios::binary);
-      }
-      if (!std::getline(in, line)) {
-        in.close();
+    while (file_index < files.size()) {
+      const std::string_view data = files[file_index]->view();
+      if (pos >= data.size()) {
         ++file_index;
+        pos = 0;
         continue;
       }
+      const size_t nl = data.find('\n', pos);
+      const size_t end = nl == std::string_view::npos ? data.size() : nl;
+      const std::string_view line = data.substr(pos, end - pos);
+      pos = end + 1;
       if (static_cast<int64_t>(line.size()) > options.max_line_bytes) {
         ++st.skipped_overlong;
         continue;
@@ -350,6 +349,7 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
       *sentence = std::move(p.text);
       return true;
     }
+    return false;
   };
   spm::BridgeTrainOptions train;
   train.next_sentence = next;
