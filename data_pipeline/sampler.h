@@ -38,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "common/config.h"
 #include "data_pipeline/plm_sample.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_reader.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {

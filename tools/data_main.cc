@@ -13,7 +13,7 @@
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "data_pipeline/data_commands.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace {

@@ -13,7 +13,8 @@
 
 #include "common/file_util.h"
 #include "data_pipeline/sentencepiece_bridge.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_reader.h"
+#include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 #include "tests/data_pipeline/data_test_env.h"
 
