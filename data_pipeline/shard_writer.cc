@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "data_pipeline/shard_format.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::data {
 namespace {
@@ -35,7 +36,7 @@ struct Chunk {
 
 // Whether [begin, end) holds only ASCII blanks (space, \t, \r, \v, \f):
 // where the plan may cut. Deliberately narrower than a blank line in
-// Python's sense (IsBlankLine), so the plan depends on bytes alone.
+// Python's sense (text.h), so the plan depends on bytes alone.
 bool IsAsciiBlank(const char* begin, const char* end) {
   for (const char* p = begin; p < end; ++p) {
     if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\v' && *p != '\f') {
@@ -73,18 +74,6 @@ void PlanFile(size_t file_index, const char* data, size_t size, size_t target,
     line += std::count(data + pos, data + end, '\n');
     pos = end;
   }
-}
-
-// Whether `s` is a blank line in Python's sense (only whitespace).
-bool IsBlankLine(std::string_view s, const TextRules& rules) {
-  if (IsAsciiBlank(s.data(), s.data() + s.size())) return true;
-  // Non-ASCII whitespace (U+00A0, U+3000, ...): preprocessing removes it.
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      return PreprocessText(s, TextRules{false, true}, false).text.empty();
-    }
-  }
-  return false;
 }
 
 // Tokenizes one chunk. Errors (strict mode) name the file and line.
@@ -137,7 +126,7 @@ absl::Status TokenizeChunk(const Chunk& chunk, const char* data,
       ++c.header.invalid_utf8_lines;
       continue;
     }
-    if (IsBlankLine(line, options.rules)) {
+    if (IsPythonBlank(line)) {
       ++c.header.blank_lines;
       end_document();
       continue;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/status.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::finetune {
 namespace {

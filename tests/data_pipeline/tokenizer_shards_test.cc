@@ -15,6 +15,7 @@
 #include "data_pipeline/sentencepiece_bridge.h"
 #include "data_pipeline/shard_reader.h"
 #include "data_pipeline/shard_writer.h"
+#include "data_pipeline/text.h"
 #include "data_pipeline/tokenizer.h"
 #include "tests/data_pipeline/data_test_env.h"
 
