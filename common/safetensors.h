@@ -23,6 +23,8 @@
 
 namespace xlnet {
 
+class MappedFile;
+
 // Tensors by name, in order: a state dict, the contents of a tensor file.
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
@@ -57,9 +59,8 @@ class SafetensorsFile {
   uint64_t data_bytes() const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<const MappedFile> mapping_;
   uint64_t data_offset_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, size_t> index_;

@@ -7,7 +7,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -675,15 +674,6 @@ absl::Status ProblemToStatus(const Problem& p, const Locations& locations,
       absl::StrCat(where, ": ", p.key, ": ", p.message));
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  return buffer.str();
-}
-
 }  // namespace
 
 std::vector<std::string> ConfigKeys(const std::string& section) {
@@ -828,7 +818,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
 absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides,
                                   const std::vector<std::string>& sections) {
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   return ParseConfig(text, path, overrides, sections);
 }
 
@@ -953,7 +943,7 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
 }
 
 absl::StatusOr<XLNetConfig> ReadModelConfigJson(const std::string& path) {
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   return ParseModelConfigJson(text, path);
 }
 

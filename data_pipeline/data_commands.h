@@ -1,6 +1,6 @@
 // What the `xlnet-data` verbs do (tools/data_main.cc only parses flags):
 //   tokenizer  TrainTokenizerFile
-//   prepare    PrepareShards (shards.h)
+//   prepare    PrepareShards (shard_writer.h)
 //   dump       DumpBatches
 //   inspect    InspectSample
 #pragma once
@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "config/config.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_reader.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {

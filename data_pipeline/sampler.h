@@ -39,7 +39,7 @@
 #include "common/safetensors.h"
 #include "config/config.h"
 #include "data_pipeline/plm_sample.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_reader.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {

@@ -13,6 +13,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::finetune {
 namespace {

@@ -19,12 +19,6 @@
 
 namespace xlnet::finetune {
 
-// Python's str.split() on UTF-8 text: pieces between runs of Unicode
-// whitespace (Python's set), none empty.
-std::vector<std::string> SplitPythonWhitespace(std::string_view text);
-// Python's str.strip().
-std::string StripPythonWhitespace(std::string_view text);
-
 // normalize_answer: lowercase (Unicode, as str.lower()), drop ASCII
 // punctuation (string.punctuation), replace the whole words a/an/the by a
 // space (\b with Python's Unicode word characters: letters, numbers, "_"),

@@ -13,7 +13,7 @@
 #include "common/tool_main.h"
 #include "config/config.h"
 #include "data_pipeline/data_commands.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace {
