@@ -181,6 +181,11 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
                      data_dir, " were made with (hash ", s.tokenizer_->hash(),
                      ", manifest says ", s.shards_->tokenizer_hash(), ")"));
   }
+  if (s.tokenizer_->vocab_size() != s.shards_->vocab_size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        data_dir, "/", kManifestName, ": vocab_size ", s.shards_->vocab_size(),
+        " but the tokenizer has ", s.tokenizer_->vocab_size(), " pieces"));
+  }
   if (d.uncased != s.shards_->rules().uncased ||
       d.keep_accents != s.shards_->rules().keep_accents ||
       d.use_eod != s.shards_->use_eod()) {

@@ -81,7 +81,8 @@ struct SamplerOptions {
   int rank = 0;
   int world_size = 1;
   Split split = Split::kTrain;
-  // Check shard checksums and ids when opening.
+  // Verify every shard's content when opening (checksums, ids, flags);
+  // otherwise each shard is verified the first time a batch reads it.
   bool verify = false;
 };
 

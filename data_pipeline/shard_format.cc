@@ -58,6 +58,18 @@ uint64_t ParseHexU64(const Json& j) {
   return value;
 }
 
+// A file name read from a manifest must stay inside its directory.
+void CheckPlainName(const std::string& name, const char* field) {
+  if (name.empty() || name == "." || name == ".." ||
+      name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    throw std::invalid_argument(
+        absl::StrCat(field, " '", name,
+                     "' is not a file name inside the directory (no '/', "
+                     "not '.' or '..')"));
+  }
+}
+
 }  // namespace
 
 std::string ShardFileName(size_t index) {
@@ -93,6 +105,46 @@ std::string SerializeShard(ShardContent* content) {
 
 uint64_t ShardBodyChecksum(const char* data, size_t size) {
   return Fnv1a64(data + kShardHeaderBytes, size - kShardHeaderBytes);
+}
+
+absl::Status VerifyShardBody(const char* data, size_t size,
+                             const ShardHeader& header, int64_t vocab_size,
+                             const std::string& path) {
+  if (ShardBodyChecksum(data, size) != header.checksum) {
+    return absl::DataLossError(absl::StrCat(
+        path,
+        ": checksum mismatch: the file's content is not what xlnet-data "
+        "prepare wrote (corrupt shard; re-run prepare to rebuild it)"));
+  }
+  const ShardLayout l = GetShardLayout(header.num_tokens, header.num_docs);
+  const int32_t* ids = reinterpret_cast<const int32_t*>(data + l.ids);
+  const uint8_t* flags = reinterpret_cast<const uint8_t*>(data + l.flags);
+  const uint64_t n = header.num_tokens;
+  // Branch-free scan, then locate the first bad token only when needed.
+  const uint32_t limit = static_cast<uint32_t>(vocab_size);
+  bool bad = false;
+  for (uint64_t t = 0; t < n; ++t) {
+    int32_t id;
+    std::memcpy(&id, ids + t, 4);
+    bad |= static_cast<uint32_t>(id) >= limit || flags[t] > 1;
+  }
+  if (!bad) return absl::OkStatus();
+  for (uint64_t t = 0; t < n; ++t) {
+    int32_t id;
+    std::memcpy(&id, ids + t, 4);
+    if (static_cast<uint32_t>(id) >= limit) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": token ", t, " has id ", id,
+                       ", outside the tokenizer's vocabulary of ", vocab_size,
+                       " (corrupt shard or another tokenizer)"));
+    }
+    if (flags[t] > 1) {
+      return absl::DataLossError(absl::StrCat(path, ": token ", t,
+                                              " has sentence flag ", flags[t],
+                                              " (corrupt shard)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ShardHeader> DecodeShardHeader(const char* data, size_t size,
@@ -202,7 +254,8 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
         absl::StrCat(path, ": missing; run `xlnet-data prepare --out ", dir,
                      "` (or let an interrupted run finish)"));
   }
-  XLNET_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  XLNET_ASSIGN_OR_RETURN(const std::string text,
+                         ReadFile(path, kMaxManifestBytes));
   Json m;
   try {
     m = Json::parse(text);
@@ -221,6 +274,7 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
     }
     const Json& tok = m.at("tokenizer");
     out.tokenizer_file = tok.at("file").get<std::string>();
+    CheckPlainName(out.tokenizer_file, "tokenizer file");
     out.tokenizer_hash = tok.at("hash").get<std::string>();
     out.vocab_size = tok.at("vocab_size").get<int64_t>();
     const Json& rules = m.at("text_rules");
@@ -236,6 +290,7 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
     for (const Json& s : m.at("shards")) {
       ManifestShard shard;
       shard.file = s.at("file").get<std::string>();
+      CheckPlainName(shard.file, "shard file");
       shard.input = s.at("input").get<uint64_t>();
       shard.byte_begin = s.at("byte_begin").get<uint64_t>();
       shard.byte_end = s.at("byte_end").get<uint64_t>();

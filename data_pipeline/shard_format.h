@@ -41,6 +41,9 @@ inline constexpr size_t kShardHeaderBytes = 128;
 inline constexpr char kManifestName[] = "manifest.json";
 // The tokenizer's file name in a prepared directory.
 inline constexpr char kShardTokenizerName[] = "spiece.model";
+// manifest.json is read whole; a real one is a few hundred bytes per shard
+// (2 MB for a 100 GB corpus in 16 MB shards), so this bounds the read.
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{256} << 20;
 
 // "shard-00007.bin".
 std::string ShardFileName(size_t index);
@@ -98,6 +101,13 @@ absl::StatusOr<std::vector<DocEntry>> DecodeDocTable(const char* data,
                                                      const ShardHeader& header,
                                                      const std::string& path);
 
+// Checks what the header cannot: the body's checksum, every token id in
+// [0, vocab_size) and every sentence flag 0 or 1. One pass over the file;
+// errors are DataLoss naming `path` (and the first bad token).
+absl::Status VerifyShardBody(const char* data, size_t size,
+                             const ShardHeader& header, int64_t vocab_size,
+                             const std::string& path);
+
 // One input file of a manifest.
 struct ManifestInput {
   std::string path;
@@ -145,9 +155,12 @@ struct ShardManifest {
 absl::Status WriteManifest(const std::string& dir,
                            const ShardManifest& manifest);
 
-// Reads `dir`/manifest.json. Errors name it: NotFound when missing (a
-// directory not prepared, or a run not finished), FailedPrecondition for
-// another format or version, DataLoss for anything else.
+// Reads `dir`/manifest.json (at most kMaxManifestBytes; a FIFO or device is
+// refused). The file names it holds (shards, tokenizer) must be plain names
+// inside `dir`: no '/', not "." or "..". Errors name it: NotFound when
+// missing (a directory not prepared, or a run not finished),
+// FailedPrecondition for another format or version, DataLoss for anything
+// else.
 absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir);
 
 }  // namespace xlnet::data

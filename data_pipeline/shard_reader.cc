@@ -10,10 +10,13 @@
 
 namespace xlnet::data {
 
+ShardSet::~ShardSet() = default;
+
 absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Open(const std::string& dir,
                                                          bool verify) {
   XLNET_ASSIGN_OR_RETURN(const ShardManifest manifest, ReadManifest(dir));
   auto set = std::unique_ptr<ShardSet>(new ShardSet());
+  set->checks_.reset(new Check[manifest.shards.size()]);
   set->dir_ = dir;
   set->tokenizer_file_ = dir + "/" + manifest.tokenizer_file;
   set->tokenizer_hash_ = manifest.tokenizer_hash;
@@ -26,14 +29,12 @@ absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Open(const std::string& dir,
                            MappedFile::Open(path));
     XLNET_ASSIGN_OR_RETURN(const ShardHeader h,
                            DecodeShardHeader(file->data(), file->size(), path));
-    if (h.num_tokens != s.tokens || h.checksum != s.checksum) {
+    if (h.num_tokens != s.tokens || h.num_docs != s.docs || h.key != s.key ||
+        h.checksum != s.checksum) {
       return absl::DataLossError(absl::StrCat(
           path, ": does not match ", dir, "/", kManifestName,
-          " (tokens or checksum differ); re-run xlnet-data prepare"));
-    }
-    if (verify && ShardBodyChecksum(file->data(), file->size()) != h.checksum) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": checksum mismatch (corrupt shard)"));
+          " (tokens, documents, key or checksum differ); re-run xlnet-data "
+          "prepare"));
     }
     const ShardLayout l = GetShardLayout(h.num_tokens, h.num_docs);
     ShardView view;
@@ -42,21 +43,31 @@ absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Open(const std::string& dir,
     view.ids = reinterpret_cast<const int32_t*>(file->data() + l.ids);
     view.flags = reinterpret_cast<const uint8_t*>(file->data() + l.flags);
     XLNET_ASSIGN_OR_RETURN(view.docs, DecodeDocTable(file->data(), h, path));
-    if (verify) {
-      for (int64_t t = 0; t < view.num_tokens; ++t) {
-        if (view.ids[t] < 0 || view.ids[t] >= set->vocab_size_ ||
-            view.flags[t] > 1) {
-          return absl::DataLossError(
-              absl::StrCat(path, ": token ", t, " has id ", view.ids[t],
-                           " outside the vocabulary of ", set->vocab_size_));
-        }
-      }
-    }
     set->num_tokens_ += view.num_tokens;
     set->shards_.push_back(std::move(view));
+    set->headers_.push_back(h);
     set->files_.push_back(std::move(file));
   }
+  if (verify) {
+    for (size_t i = 0; i < set->shards_.size(); ++i) {
+      XLNET_RETURN_IF_ERROR(set->Verify(i));
+    }
+  }
   return set;
+}
+
+absl::Status ShardSet::Verify(size_t index) const {
+  TORCH_CHECK(index < shards_.size(), "shard ", index, " of ", shards_.size());
+  Check& check = checks_[index];
+  if (check.passed.load(std::memory_order_acquire)) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(check.mu);
+  if (!check.result) {
+    const MappedFile& file = *files_[index];
+    check.result = VerifyShardBody(file.data(), file.size(), headers_[index],
+                                   vocab_size_, shards_[index].path);
+    check.passed.store(check.result->ok(), std::memory_order_release);
+  }
+  return *check.result;
 }
 
 absl::StatusOr<Corpus> Corpus::Create(const ShardSet& shards, Split split,
@@ -92,6 +103,7 @@ absl::StatusOr<Corpus> Corpus::Create(const ShardSet& shards, Split split,
     eval[best] = 1;
   }
   Corpus corpus;
+  corpus.shards_ = &shards;
   const bool want_eval = split == Split::kEval;
   for (size_t i = 0; i < all.size(); ++i) {
     if ((eval[i] != 0) != want_eval) continue;
@@ -102,7 +114,8 @@ absl::StatusOr<Corpus> Corpus::Create(const ShardSet& shards, Split split,
     // Extend the previous segment when this document follows it directly.
     if (!corpus.segments_.empty()) {
       Segment& last = corpus.segments_.back();
-      if (last.ids + last.length == view.ids + doc.begin) {
+      if (last.shard == all[i].shard &&
+          last.ids + last.length == view.ids + doc.begin) {
         last.length += doc.end - doc.begin;
         corpus.size_ += doc.end - doc.begin;
         continue;
@@ -113,6 +126,7 @@ absl::StatusOr<Corpus> Corpus::Create(const ShardSet& shards, Split split,
     seg.ids = view.ids + doc.begin;
     seg.flags = view.flags + doc.begin;
     seg.length = doc.end - doc.begin;
+    seg.shard = static_cast<uint32_t>(all[i].shard);
     corpus.segments_.push_back(seg);
     corpus.size_ += seg.length;
   }
@@ -149,6 +163,8 @@ void Corpus::ForEachPiece(int64_t begin, int64_t n, const char* caller,
     const Segment& seg = segments_[s];
     const int64_t off = begin + done - seg.start;
     const int64_t take = std::min(n - done, seg.length - off);
+    const absl::Status verified = shards_->Verify(seg.shard);
+    if (!verified.ok()) throw CorruptShardError(verified);
     fn(seg, off, take, done);
     done += take;
   }

@@ -1,9 +1,19 @@
 // Reading a prepared directory (format in shard_format.h): its shards,
 // memory-mapped, and the corpus view of one split that the sampler reads.
+//
+// Opening checks every shard's header against the manifest but reads no
+// shard body, so a 100 GB corpus opens at once. A shard's content (its
+// checksum, token ids within the vocabulary, sentence flags) is verified
+// once, the first time a Corpus reads from it; a shard that fails makes the
+// read throw CorruptShardError naming the file.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,13 +33,33 @@ struct ShardView {
   std::vector<DocEntry> docs;
 };
 
+// What a Corpus read throws when a shard fails verification (the sampler's
+// Next() passes it on); what() names the shard file.
+class CorruptShardError : public std::runtime_error {
+ public:
+  explicit CorruptShardError(const absl::Status& status)
+      : std::runtime_error(std::string(status.message())), status_(status) {}
+  const absl::Status& status() const { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
 // The shards of a prepared directory, memory-mapped.
 class ShardSet {
  public:
-  // Reads manifest.json and maps every shard, checking headers and sizes;
-  // `verify` also checks checksums and token ids against the vocabulary.
+  // Reads manifest.json and maps every shard, checking headers and sizes
+  // against the manifest; `verify` also verifies every shard's content now
+  // (otherwise each is verified on first use, see Verify).
   static absl::StatusOr<std::unique_ptr<ShardSet>> Open(const std::string& dir,
                                                         bool verify = false);
+  ~ShardSet();
+
+  // Verifies shard `index` (checksum, ids in [0, vocab_size), flags) the
+  // first time it is asked, one pass over the file; later calls return the
+  // remembered result at once. Thread-safe. Errors are DataLoss naming the
+  // shard file.
+  absl::Status Verify(size_t index) const;
 
   const std::string& dir() const { return dir_; }
   const std::vector<ShardView>& shards() const { return shards_; }
@@ -42,10 +72,18 @@ class ShardSet {
   bool use_eod() const { return use_eod_; }
 
  private:
+  // Verification state of one shard.
+  struct Check {
+    std::atomic<bool> passed{false};
+    std::mutex mu;
+    std::optional<absl::Status> result;
+  };
   ShardSet() = default;
   std::string dir_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<ShardView> shards_;
+  std::vector<ShardHeader> headers_;
+  std::unique_ptr<Check[]> checks_;
   int64_t num_tokens_ = 0;
   std::string tokenizer_file_;
   std::string tokenizer_hash_;
@@ -68,7 +106,9 @@ class Corpus {
 
   int64_t size() const { return size_; }
   int64_t num_docs() const { return num_docs_; }
-  // Copies tokens [begin, begin + n) (n > 0, within size()).
+  // Copies tokens [begin, begin + n) (n > 0, within size()). Reading a
+  // shard for the first time verifies it (ShardSet::Verify); a shard that
+  // fails throws CorruptShardError.
   void CopyIds(int64_t begin, int64_t n, int32_t* out) const;
   void CopyFlags(int64_t begin, int64_t n, uint8_t* out) const;
   int32_t Id(int64_t pos) const;
@@ -79,6 +119,7 @@ class Corpus {
     const int32_t* ids = nullptr;
     const uint8_t* flags = nullptr;
     int64_t length = 0;
+    uint32_t shard = 0;  // index in the ShardSet
     uint8_t invert = 0;
   };
   size_t FindSegment(int64_t pos) const;
@@ -88,6 +129,7 @@ class Corpus {
   void ForEachPiece(int64_t begin, int64_t n, const char* caller,
                     Fn&& fn) const;
 
+  const ShardSet* shards_ = nullptr;
   std::vector<Segment> segments_;
   int64_t size_ = 0;
   int64_t num_docs_ = 0;

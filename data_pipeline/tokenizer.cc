@@ -280,7 +280,7 @@ Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(
     const std::string& path, const TextRules& rules) {
-  XLNET_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  XLNET_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, kMaxTokenizerBytes));
   return FromBytes(bytes, path, rules);
 }
 

@@ -33,6 +33,9 @@ inline constexpr int32_t kPadId = 5;
 inline constexpr int32_t kMaskId = 6;
 inline constexpr int32_t kEodId = 7;
 inline constexpr int32_t kEopId = 8;
+// A .model file is read whole; the released 32k XLNet model is 0.8 MB, so
+// this bounds the read generously.
+inline constexpr uint64_t kMaxTokenizerBytes = uint64_t{256} << 20;
 // The pieces at ids 0..8, in id order.
 const std::vector<std::string>& SpecialPieces();
 
@@ -106,8 +109,9 @@ absl::StatusOr<std::string> TrainTokenizer(
 
 class Tokenizer {
  public:
-  // Loads a .model file and checks XLNet's special ids; a model whose
-  // special pieces sit elsewhere is refused with an error naming the file.
+  // Loads a .model file (a regular file of at most kMaxTokenizerBytes) and
+  // checks XLNet's special ids; a model whose special pieces sit elsewhere
+  // is refused with an error naming the file.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(
       const std::string& path, const TextRules& rules = {});
   // The same from the file's bytes; `source` names it in errors.

@@ -1,0 +1,160 @@
+// Reading prepared directories (data_pipeline/shard_reader.h): shard content
+// is verified on first use and errors name the shard; names read from the
+// manifest stay inside the directory; special files and oversized files are
+// refused.
+#include "data_pipeline/shard_reader.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "common/file_util.h"
+#include "data_pipeline/sampler.h"
+#include "data_pipeline/shard_format.h"
+#include "tests/data_pipeline/data_test_env.h"
+#include "tests/test_util.h"
+
+namespace xlnet::data::testing {
+namespace {
+
+// A private copy of the shared prepared directory.
+std::string CopyOfData(const std::string& name) {
+  const std::string dir = TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(DataDir(), dir);
+  return dir;
+}
+
+SamplerOptions SmallOptions() {
+  SamplerOptions o;
+  o.data.seq_len = 64;
+  o.data.reuse_len = 32;
+  o.data.perm_size = 16;
+  o.data.num_predict = 10;
+  o.data.bi_data = false;
+  o.data.eval_fraction = 0;  // stream 0 starts at shard 0's first token
+  o.data.prefetch_batches = 2;
+  o.batch_size = 4;
+  return o;
+}
+
+// Runs the sampler over a whole epoch; returns the first error message
+// ("" when every batch was built).
+std::string ErrorOfOneEpoch(const std::string& dir) {
+  auto sampler = Sampler::Create(dir, SmallOptions());
+  if (!sampler.ok()) return "Create: " + sampler.status().ToString();
+  try {
+    for (int64_t i = 0; i < (*sampler)->steps_per_epoch(); ++i) {
+      (*sampler)->Next();
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void ReplaceInFile(const std::string& path, const std::string& from,
+                   const std::string& to) {
+  std::string text = ReadAll(path);
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << path;
+  text.replace(at, from.size(), to);
+  WriteAll(path, text);
+}
+
+TEST(ShardReaderTest, ZeroedBytesFailOnFirstUseNamingTheShard) {
+  const std::string dir = CopyOfData("zeroed");
+  const std::string shard = dir + "/shard-00000.bin";
+  std::string bytes = ReadAll(shard);
+  ASSERT_GT(bytes.size(), 6000u);
+  // Zeros inside the token ids: id 0 is <unk>, in range, so only the
+  // checksum can tell.
+  std::memset(&bytes[1000], 0, 4000);
+  WriteAll(shard, bytes);
+  // Opening reads no shard body (a 100 GB corpus opens at once) ...
+  ASSERT_TRUE(ShardSet::Open(dir).ok());
+  // ... and the first batch that reads the shard fails, naming it.
+  const std::string error = ErrorOfOneEpoch(dir);
+  EXPECT_NE(error.find(shard), std::string::npos) << error;
+  EXPECT_NE(error.find("checksum"), std::string::npos) << error;
+}
+
+TEST(ShardReaderTest, OutOfVocabularyIdsFailNamingTheShard) {
+  const std::string dir = CopyOfData("oov");
+  const std::string shard = dir + "/shard-00001.bin";
+  std::string bytes = ReadAll(shard);
+  auto header = DecodeShardHeader(bytes.data(), bytes.size(), shard);
+  ASSERT_TRUE(header.ok()) << header.status();
+  const ShardLayout l = GetShardLayout(header->num_tokens, header->num_docs);
+  // Token 5 gets id 4000 (the vocabulary has 1000), with a checksum that
+  // matches, so only the range check can tell.
+  const uint32_t bad = 4000;
+  std::memcpy(&bytes[l.ids + 5 * 4], &bad, 4);
+  const uint64_t checksum = ShardBodyChecksum(bytes.data(), bytes.size());
+  std::memcpy(&bytes[40], &checksum, 8);
+  WriteAll(shard, bytes);
+  ReplaceInFile(dir + "/manifest.json", HexU64(header->checksum),
+                HexU64(checksum));
+  auto set = ShardSet::Open(dir);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const absl::Status status = (*set)->Verify(1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find(shard + ": token 5 has id 4000"),
+            std::string::npos)
+      << status;
+  EXPECT_TRUE((*set)->Verify(0).ok());
+  const std::string error = ErrorOfOneEpoch(dir);
+  EXPECT_NE(error.find(shard + ": token 5 has id 4000"), std::string::npos)
+      << error;
+}
+
+TEST(ShardReaderTest, ManifestNamesStayInsideTheDirectory) {
+  for (const std::string& name :
+       {std::string("../shard-00000.bin"), std::string("/etc/passwd"),
+        std::string("sub/shard-00000.bin"), std::string("..")}) {
+    const std::string dir = CopyOfData("confined");
+    ReplaceInFile(dir + "/manifest.json", "\"file\": \"shard-00000.bin\"",
+                  "\"file\": \"" + name + "\"");
+    auto set = ShardSet::Open(dir);
+    ASSERT_FALSE(set.ok()) << name;
+    const std::string msg(set.status().message());
+    EXPECT_NE(msg.find(dir + "/manifest.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'" + name + "'"), std::string::npos) << msg;
+  }
+  const std::string dir = CopyOfData("confined_tokenizer");
+  ReplaceInFile(dir + "/manifest.json", "\"file\": \"spiece.model\"",
+                "\"file\": \"../../spiece.model\"");
+  auto set = ShardSet::Open(dir);
+  ASSERT_FALSE(set.ok());
+  EXPECT_NE(set.status().message().find("'../../spiece.model'"),
+            std::string::npos)
+      << set.status();
+}
+
+TEST(ShardReaderTest, SpecialAndOversizedFilesAreRefused) {
+  const std::string dir = CopyOfData("special");
+  const std::string shard = dir + "/shard-00000.bin";
+  std::filesystem::remove(shard);
+  ASSERT_EQ(::mkfifo(shard.c_str(), 0600), 0);
+  auto fifo = ShardSet::Open(dir);  // must not block on the FIFO
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.status().message().find(shard), std::string::npos)
+      << fifo.status();
+  std::filesystem::remove(shard);
+  std::filesystem::copy(DataDir() + "/shard-00000.bin", shard);
+  // A manifest far larger than any real one is refused without reading it
+  // (a sparse file: no disk used).
+  const std::string manifest = dir + "/manifest.json";
+  ASSERT_EQ(::truncate(manifest.c_str(), kMaxManifestBytes + 1), 0);
+  auto big = ShardSet::Open(dir);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find(manifest), std::string::npos)
+      << big.status();
+  EXPECT_NE(big.status().message().find("larger than"), std::string::npos)
+      << big.status();
+}
+
+}  // namespace
+}  // namespace xlnet::data::testing
