@@ -1,5 +1,7 @@
 #include "data_pipeline/shard_format.h"
 
+#include <c10/util/Exception.h>
+
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -35,7 +37,7 @@ size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 void EncodeHeader(const ShardHeader& h, char* out) {
   std::memset(out, 0, kShardHeaderBytes);
   std::memcpy(out, kMagic, 8);
-  PutU32(out + 8, kShardFormatVersion);
+  PutU32(out + 8, h.version);
   PutU32(out + 12, kShardHeaderBytes);
   PutU64(out + 16, h.num_tokens);
   PutU64(out + 24, h.num_docs);
@@ -45,6 +47,7 @@ void EncodeHeader(const ShardHeader& h, char* out) {
   PutU64(out + 56, h.invalid_utf8_lines);
   PutU64(out + 64, h.overlong_lines);
   PutU64(out + 72, h.blank_lines);
+  if (h.version >= 2) PutU32(out + 80, h.id_bytes);
 }
 
 // A key or checksum as written in the manifest (16 hex digits).
@@ -76,22 +79,44 @@ std::string ShardFileName(size_t index) {
   return absl::StrFormat("shard-%05d.bin", index);
 }
 
-ShardLayout GetShardLayout(uint64_t num_tokens, uint64_t num_docs) {
+uint32_t IdBytesForVocab(int64_t vocab_size) {
+  return vocab_size <= 65536 ? 2 : 4;
+}
+
+ShardLayout GetShardLayout(uint64_t num_tokens, uint64_t num_docs,
+                           uint32_t id_bytes) {
   ShardLayout l;
-  l.flags = l.ids + 4 * num_tokens;
+  l.id_bytes = id_bytes;
+  l.flags = l.ids + id_bytes * num_tokens;
   l.docs = Align8(l.flags + num_tokens);
   l.total = l.docs + 16 * num_docs;
   return l;
 }
 
+ShardLayout GetShardLayout(const ShardHeader& header) {
+  return GetShardLayout(header.num_tokens, header.num_docs, header.id_bytes);
+}
+
 std::string SerializeShard(ShardContent* content) {
   ShardContent& c = *content;
+  c.header.version = kShardFormatVersion;
   c.header.num_tokens = c.ids.size();
   c.header.num_docs = c.docs.size();
-  const ShardLayout l = GetShardLayout(c.ids.size(), c.docs.size());
+  TORCH_CHECK(c.header.id_bytes == 2 || c.header.id_bytes == 4,
+              "id_bytes must be 2 or 4, got ", c.header.id_bytes);
+  const ShardLayout l = GetShardLayout(c.header);
   std::string bytes(l.total, '\0');
   if (!c.ids.empty()) {
-    std::memcpy(&bytes[l.ids], c.ids.data(), 4 * c.ids.size());
+    if (l.id_bytes == 4) {
+      std::memcpy(&bytes[l.ids], c.ids.data(), 4 * c.ids.size());
+    } else {
+      for (size_t t = 0; t < c.ids.size(); ++t) {
+        TORCH_CHECK(c.ids[t] >= 0 && c.ids[t] < 65536, "id ", c.ids[t],
+                    " does not fit 2 bytes");
+        const uint16_t id = static_cast<uint16_t>(c.ids[t]);
+        std::memcpy(&bytes[l.ids + 2 * t], &id, 2);
+      }
+    }
     std::memcpy(&bytes[l.flags], c.flags.data(), c.flags.size());
   }
   for (size_t d = 0; d < c.docs.size(); ++d) {
@@ -116,22 +141,28 @@ absl::Status VerifyShardBody(const char* data, size_t size,
         ": checksum mismatch: the file's content is not what xlnet-data "
         "prepare wrote (corrupt shard; re-run prepare to rebuild it)"));
   }
-  const ShardLayout l = GetShardLayout(header.num_tokens, header.num_docs);
-  const int32_t* ids = reinterpret_cast<const int32_t*>(data + l.ids);
+  const ShardLayout l = GetShardLayout(header);
   const uint8_t* flags = reinterpret_cast<const uint8_t*>(data + l.flags);
   const uint64_t n = header.num_tokens;
-  // Branch-free scan, then locate the first bad token only when needed.
   const uint32_t limit = static_cast<uint32_t>(vocab_size);
+  auto id_at = [&](uint64_t t) -> int64_t {
+    if (l.id_bytes == 2) {
+      uint16_t id;
+      std::memcpy(&id, data + l.ids + 2 * t, 2);
+      return id;
+    }
+    int32_t id;
+    std::memcpy(&id, data + l.ids + 4 * t, 4);
+    return id;
+  };
+  // Branch-free scan, then locate the first bad token only when needed.
   bool bad = false;
   for (uint64_t t = 0; t < n; ++t) {
-    int32_t id;
-    std::memcpy(&id, ids + t, 4);
-    bad |= static_cast<uint32_t>(id) >= limit || flags[t] > 1;
+    bad |= static_cast<uint32_t>(id_at(t)) >= limit || flags[t] > 1;
   }
   if (!bad) return absl::OkStatus();
   for (uint64_t t = 0; t < n; ++t) {
-    int32_t id;
-    std::memcpy(&id, ids + t, 4);
+    const int64_t id = id_at(t);
     if (static_cast<uint32_t>(id) >= limit) {
       return absl::DataLossError(
           absl::StrCat(path, ": token ", t, " has id ", id,
@@ -153,13 +184,19 @@ absl::StatusOr<ShardHeader> DecodeShardHeader(const char* data, size_t size,
     return absl::DataLossError(absl::StrCat(path, ": not a shard file"));
   }
   const uint32_t version = GetU32(data + 8);
-  if (version != kShardFormatVersion ||
+  if (version < 1 || version > kShardFormatVersion ||
       GetU32(data + 12) != kShardHeaderBytes) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, ": shard format version ", version, ", this build reads ",
+        path, ": shard format version ", version, ", this build reads 1 to ",
         kShardFormatVersion, "; re-run xlnet-data prepare"));
   }
   ShardHeader h;
+  h.version = version;
+  h.id_bytes = version >= 2 ? GetU32(data + 80) : 4;
+  if (h.id_bytes != 2 && h.id_bytes != 4) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", h.id_bytes, " bytes per id (corrupt header)"));
+  }
   h.num_tokens = GetU64(data + 16);
   h.num_docs = GetU64(data + 24);
   h.key = GetU64(data + 32);
@@ -169,7 +206,7 @@ absl::StatusOr<ShardHeader> DecodeShardHeader(const char* data, size_t size,
   h.overlong_lines = GetU64(data + 64);
   h.blank_lines = GetU64(data + 72);
   if (h.num_tokens > size || h.num_docs > size ||
-      GetShardLayout(h.num_tokens, h.num_docs).total != size) {
+      GetShardLayout(h).total != size) {
     return absl::DataLossError(absl::StrCat(
         path, ": size ", size, " does not match its header (", h.num_tokens,
         " tokens, ", h.num_docs, " documents); truncated or corrupt"));
@@ -180,7 +217,7 @@ absl::StatusOr<ShardHeader> DecodeShardHeader(const char* data, size_t size,
 absl::StatusOr<std::vector<DocEntry>> DecodeDocTable(const char* data,
                                                      const ShardHeader& header,
                                                      const std::string& path) {
-  const ShardLayout l = GetShardLayout(header.num_tokens, header.num_docs);
+  const ShardLayout l = GetShardLayout(header);
   std::vector<DocEntry> docs(header.num_docs);
   for (uint64_t d = 0; d < header.num_docs; ++d) {
     docs[d].begin = static_cast<int64_t>(GetU64(data + l.docs + 8 * d));
@@ -265,12 +302,13 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
   }
   ShardManifest out;
   try {
-    if (m.at("format").get<std::string>() != kFormatName ||
-        m.at("format_version").get<uint32_t>() != kShardFormatVersion) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, ": format ", m.at("format").dump(), " version ",
-                       m.at("format_version").dump(),
-                       "; this build reads version ", kShardFormatVersion));
+    const uint32_t version = m.at("format_version").get<uint32_t>();
+    if (m.at("format").get<std::string>() != kFormatName || version < 1 ||
+        version > kShardFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": format ", m.at("format").dump(), " version ",
+          m.at("format_version").dump(), "; this build reads versions 1 to ",
+          kShardFormatVersion));
     }
     const Json& tok = m.at("tokenizer");
     out.tokenizer_file = tok.at("file").get<std::string>();

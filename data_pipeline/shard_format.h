@@ -1,4 +1,4 @@
-// The on-disk format of a prepared directory (format version 1), shared by
+// The on-disk format of a prepared directory (format version 2), shared by
 // the writer (shard_writer.h) and the reader (shard_reader.h): shard files
 // `shard-NNNNN.bin`, `manifest.json` and the tokenizer beside them.
 //
@@ -6,13 +6,20 @@
 //   [0,128)   header: "XLNSHARD", u32 version, u32 header bytes (128),
 //             u64 num_tokens, u64 num_docs, u64 key, u64 checksum (FNV-1a 64
 //             of every byte after the header), u64 lines, u64 invalid UTF-8
-//             lines, u64 over-long lines, u64 blank lines, zero padding
-//   int32  ids[num_tokens]         token ids, <eod> at document ends
+//             lines, u64 over-long lines, u64 blank lines, u32 id bytes
+//             (version 2), zero padding
+//   ids[num_tokens]                token ids, <eod> at document ends:
+//                                  uint16 when the vocabulary has at most
+//                                  65536 pieces (id bytes 2), else int32
 //   uint8  sent_flags[num_tokens]  alternating sentence flag (0/1) per token;
 //                                  the chunk's first sentence has flag 0
 //   zero padding to a multiple of 8
 //   u64    doc_begin[num_docs]     first token of each document
-//   u64    doc_hash[num_docs]      FNV-1a 64 of the document's ids
+//   u64    doc_hash[num_docs]      FNV-1a 64 of the document's ids as int32
+//
+// Version 1 (still read) is version 2 with int32 ids always and no id-bytes
+// field. Document hashes are over int32 ids in both, so the evaluation split
+// of a corpus does not depend on the version.
 //
 // Sentence flags follow the official data_utils.py: every line flips the
 // flag; <eod> keeps the flag of the sentence it ends. When shards (or
@@ -36,7 +43,8 @@
 
 namespace xlnet::data {
 
-inline constexpr uint32_t kShardFormatVersion = 1;
+// The version written; versions 1 and 2 are read.
+inline constexpr uint32_t kShardFormatVersion = 2;
 inline constexpr size_t kShardHeaderBytes = 128;
 inline constexpr char kManifestName[] = "manifest.json";
 // The tokenizer's file name in a prepared directory.
@@ -57,6 +65,9 @@ struct DocEntry {
 
 // The fixed header of a shard file.
 struct ShardHeader {
+  uint32_t version = kShardFormatVersion;
+  // Bytes per token id: 2 (uint16) or 4 (int32).
+  uint32_t id_bytes = 4;
   uint64_t num_tokens = 0;
   uint64_t num_docs = 0;
   uint64_t key = 0;
@@ -67,31 +78,40 @@ struct ShardHeader {
   uint64_t blank_lines = 0;
 };
 
+// Bytes per id for a vocabulary: 2 when every id fits in uint16.
+uint32_t IdBytesForVocab(int64_t vocab_size);
+
 // Byte offsets of a shard file's parts for given counts.
 struct ShardLayout {
+  uint32_t id_bytes = 4;
   size_t ids = kShardHeaderBytes;
   size_t flags = 0;
   size_t docs = 0;
   size_t total = 0;
 };
-ShardLayout GetShardLayout(uint64_t num_tokens, uint64_t num_docs);
+ShardLayout GetShardLayout(uint64_t num_tokens, uint64_t num_docs,
+                           uint32_t id_bytes);
+ShardLayout GetShardLayout(const ShardHeader& header);
 
 // What one shard holds, as the writer builds it.
 struct ShardContent {
   std::vector<int32_t> ids;
   std::vector<uint8_t> flags;
   std::vector<DocEntry> docs;
-  ShardHeader header;  // key and line counts set by the writer
+  // Key, line counts and id_bytes set by the writer.
+  ShardHeader header;
 };
 
-// The bytes of a shard file; sets the header's counts and checksum.
+// The bytes of a shard file (version 2, ids of header.id_bytes bytes); sets
+// the header's counts and checksum.
 std::string SerializeShard(ShardContent* content);
 
 // FNV-1a 64 of the bytes after the header of a shard file of `size` bytes.
 uint64_t ShardBodyChecksum(const char* data, size_t size);
 
-// Parses a shard file's header and checks it against the file size; errors
-// name `path` (DataLoss, or FailedPrecondition for another format version).
+// Parses a shard file's header (version 1 or 2) and checks it against the
+// file size; errors name `path` (DataLoss, or FailedPrecondition for
+// another format version).
 absl::StatusOr<ShardHeader> DecodeShardHeader(const char* data, size_t size,
                                               const std::string& path);
 

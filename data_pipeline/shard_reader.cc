@@ -36,11 +36,12 @@ absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Open(const std::string& dir,
           " (tokens, documents, key or checksum differ); re-run xlnet-data "
           "prepare"));
     }
-    const ShardLayout l = GetShardLayout(h.num_tokens, h.num_docs);
+    const ShardLayout l = GetShardLayout(h);
     ShardView view;
     view.path = path;
     view.num_tokens = static_cast<int64_t>(h.num_tokens);
-    view.ids = reinterpret_cast<const int32_t*>(file->data() + l.ids);
+    view.ids = file->bytes() + l.ids;
+    view.id_bytes = l.id_bytes;
     view.flags = reinterpret_cast<const uint8_t*>(file->data() + l.flags);
     XLNET_ASSIGN_OR_RETURN(view.docs, DecodeDocTable(file->data(), h, path));
     set->num_tokens_ += view.num_tokens;
@@ -115,7 +116,8 @@ absl::StatusOr<Corpus> Corpus::Create(const ShardSet& shards, Split split,
     if (!corpus.segments_.empty()) {
       Segment& last = corpus.segments_.back();
       if (last.shard == all[i].shard &&
-          last.ids + last.length == view.ids + doc.begin) {
+          last.ids + last.length * last.id_bytes ==
+              view.ids + doc.begin * view.id_bytes) {
         last.length += doc.end - doc.begin;
         corpus.size_ += doc.end - doc.begin;
         continue;
@@ -123,7 +125,8 @@ absl::StatusOr<Corpus> Corpus::Create(const ShardSet& shards, Split split,
     }
     Segment seg;
     seg.start = corpus.size_;
-    seg.ids = view.ids + doc.begin;
+    seg.ids = view.ids + doc.begin * view.id_bytes;
+    seg.id_bytes = static_cast<uint8_t>(view.id_bytes);
     seg.flags = view.flags + doc.begin;
     seg.length = doc.end - doc.begin;
     seg.shard = static_cast<uint32_t>(all[i].shard);
@@ -174,7 +177,16 @@ void Corpus::CopyIds(int64_t begin, int64_t n, int32_t* out) const {
   ForEachPiece(
       begin, n, "CopyIds",
       [out](const Segment& seg, int64_t off, int64_t take, int64_t done) {
-        std::memcpy(out + done, seg.ids + off, 4 * take);
+        if (seg.id_bytes == 4) {
+          std::memcpy(out + done, seg.ids + 4 * off, 4 * take);
+          return;
+        }
+        const uint8_t* p = seg.ids + 2 * off;
+        for (int64_t k = 0; k < take; ++k) {
+          uint16_t id;
+          std::memcpy(&id, p + 2 * k, 2);
+          out[done + k] = id;
+        }
       });
 }
 

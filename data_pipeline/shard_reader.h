@@ -27,7 +27,9 @@ namespace xlnet::data {
 // One memory-mapped shard.
 struct ShardView {
   std::string path;
-  const int32_t* ids = nullptr;
+  // Token ids of id_bytes bytes each (uint16 or int32).
+  const uint8_t* ids = nullptr;
+  uint32_t id_bytes = 4;
   const uint8_t* flags = nullptr;
   int64_t num_tokens = 0;
   std::vector<DocEntry> docs;
@@ -115,11 +117,12 @@ class Corpus {
 
  private:
   struct Segment {
-    int64_t start = 0;  // position in the corpus
-    const int32_t* ids = nullptr;
+    int64_t start = 0;             // position in the corpus
+    const uint8_t* ids = nullptr;  // id_bytes bytes per id
     const uint8_t* flags = nullptr;
     int64_t length = 0;
     uint32_t shard = 0;  // index in the ShardSet
+    uint8_t id_bytes = 4;
     uint8_t invert = 0;
   };
   size_t FindSegment(int64_t pos) const;

@@ -319,6 +319,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
       } else {
         ShardContent content;
         content.header.key = key;
+        content.header.id_bytes = IdBytesForVocab(tok->vocab_size());
         status = TokenizeChunk(chunk, data, paths[chunk.file], *tok, options,
                                &content);
         if (status.ok()) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "common/file_util.h"
 #include "tests/test_util.h"
 
@@ -25,7 +27,7 @@ ShardContent TwoDocuments() {
 TEST(ShardFormatTest, ShardRoundTrips) {
   ShardContent c = TwoDocuments();
   const std::string bytes = SerializeShard(&c);
-  const ShardLayout l = GetShardLayout(5, 2);
+  const ShardLayout l = GetShardLayout(5, 2, 4);
   EXPECT_EQ(l.flags, kShardHeaderBytes + 20);
   EXPECT_EQ(l.docs, 160u);  // 153 rounded up to a multiple of 8
   ASSERT_EQ(bytes.size(), l.total);
@@ -48,6 +50,40 @@ TEST(ShardFormatTest, ShardRoundTrips) {
   EXPECT_EQ(ShardFileName(7), "shard-00007.bin");
 }
 
+TEST(ShardFormatTest, TwoByteIdsHalveTheIds) {
+  ShardContent wide = TwoDocuments();
+  ShardContent narrow = TwoDocuments();
+  narrow.header.id_bytes = 2;
+  const std::string w = SerializeShard(&wide);
+  const std::string n = SerializeShard(&narrow);
+  const ShardLayout l = GetShardLayout(5, 2, 2);
+  EXPECT_EQ(l.flags, kShardHeaderBytes + 10);
+  ASSERT_EQ(n.size(), l.total);
+  EXPECT_LT(n.size(), w.size());
+  auto h = DecodeShardHeader(n.data(), n.size(), "s.bin");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->version, 2u);
+  EXPECT_EQ(h->id_bytes, 2u);
+  uint16_t third;
+  std::memcpy(&third, n.data() + l.ids + 4, 2);
+  EXPECT_EQ(third, kEodId);
+  EXPECT_TRUE(VerifyShardBody(n.data(), n.size(), *h, 1000, "s.bin").ok());
+  EXPECT_FALSE(VerifyShardBody(n.data(), n.size(), *h, 12, "s.bin").ok());
+  // Document hashes are over int32 ids whatever the width on disk.
+  auto docs = DecodeDocTable(n.data(), *h, "s.bin");
+  ASSERT_TRUE(docs.ok());
+  EXPECT_EQ((*docs)[0].hash, wide.docs[0].hash);
+  // Version 1: int32 ids and no id-bytes field.
+  std::string v1 = w;
+  v1[8] = 1;
+  std::memset(&v1[80], 0, 4);
+  auto h1 = DecodeShardHeader(v1.data(), v1.size(), "v1.bin");
+  ASSERT_TRUE(h1.ok()) << h1.status();
+  EXPECT_EQ(h1->version, 1u);
+  EXPECT_EQ(h1->id_bytes, 4u);
+  EXPECT_TRUE(VerifyShardBody(v1.data(), v1.size(), *h1, 1000, "v1.bin").ok());
+}
+
 TEST(ShardFormatTest, DamagedShardsNameTheFile) {
   ShardContent c = TwoDocuments();
   std::string bytes = SerializeShard(&c);
@@ -57,7 +93,7 @@ TEST(ShardFormatTest, DamagedShardsNameTheFile) {
   EXPECT_NE(cut.status().message().find("s.bin: size"), std::string::npos);
   auto junk = DecodeShardHeader("hello", 5, "s.bin");
   EXPECT_EQ(junk.status().message(), "s.bin: not a shard file");
-  bytes[8] = 2;  // another format version
+  bytes[8] = 3;  // a format version from the future
   auto version = DecodeShardHeader(bytes.data(), bytes.size(), "s.bin");
   EXPECT_EQ(version.status().code(), absl::StatusCode::kFailedPrecondition);
   // A document table out of order.

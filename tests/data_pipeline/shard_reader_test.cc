@@ -9,10 +9,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "common/file_util.h"
 #include "data_pipeline/sampler.h"
 #include "data_pipeline/shard_format.h"
+#include "data_pipeline/shard_writer.h"
 #include "tests/data_pipeline/data_test_env.h"
 #include "tests/test_util.h"
 
@@ -87,11 +89,11 @@ TEST(ShardReaderTest, OutOfVocabularyIdsFailNamingTheShard) {
   std::string bytes = ReadAll(shard);
   auto header = DecodeShardHeader(bytes.data(), bytes.size(), shard);
   ASSERT_TRUE(header.ok()) << header.status();
-  const ShardLayout l = GetShardLayout(header->num_tokens, header->num_docs);
+  const ShardLayout l = GetShardLayout(*header);
   // Token 5 gets id 4000 (the vocabulary has 1000), with a checksum that
   // matches, so only the range check can tell.
   const uint32_t bad = 4000;
-  std::memcpy(&bytes[l.ids + 5 * 4], &bad, 4);
+  std::memcpy(&bytes[l.ids + 5 * l.id_bytes], &bad, l.id_bytes);
   const uint64_t checksum = ShardBodyChecksum(bytes.data(), bytes.size());
   std::memcpy(&bytes[40], &checksum, 8);
   WriteAll(shard, bytes);
@@ -154,6 +156,80 @@ TEST(ShardReaderTest, SpecialAndOversizedFilesAreRefused) {
       << big.status();
   EXPECT_NE(big.status().message().find("larger than"), std::string::npos)
       << big.status();
+}
+
+// tests/fixtures/shards_v1: the first two documents of the Brown sample,
+// prepared by the format-version-1 writer (int32 ids) with the test
+// tokenizer (vocab 1000, hash 8fef00f957822c2b).
+TEST(ShardReaderTest, VersionOneShardsStillRead) {
+  const std::string v1 = TempDir() + "/v1";
+  std::filesystem::remove_all(v1);
+  std::filesystem::copy(
+      std::string(XLNET_SOURCE_DIR) + "/tests/fixtures/shards_v1", v1);
+  std::filesystem::copy(TokenizerPath(), v1 + "/spiece.model");
+  // The same text prepared now (version 2, uint16 ids).
+  std::string text;
+  int blank = 0;
+  for (std::istringstream in(ReadAll(SamplePath())); blank < 2;) {
+    std::string line;
+    if (!std::getline(in, line)) break;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) ++blank;
+    if (blank < 2) text += line + "\n";
+  }
+  const std::string input = TempDir() + "/two_docs.txt";
+  WriteAll(input, text);
+  PrepareOptions p;
+  p.inputs = {input};
+  p.tokenizer_path = TokenizerPath();
+  p.out_dir = TempDir() + "/v2";
+  p.shard_bytes = 4000;
+  p.progress = false;
+  ASSERT_TRUE(PrepareShards(p).ok());
+
+  auto old_set = ShardSet::Open(v1, /*verify=*/true);
+  ASSERT_TRUE(old_set.ok()) << old_set.status();
+  auto new_set = ShardSet::Open(p.out_dir, /*verify=*/true);
+  ASSERT_TRUE(new_set.ok()) << new_set.status();
+  ASSERT_EQ((*old_set)->tokenizer_hash(), (*new_set)->tokenizer_hash())
+      << "the test tokenizer changed; re-make the fixture (see its README)";
+  EXPECT_EQ((*old_set)->shards()[0].id_bytes, 4u);
+  EXPECT_EQ((*new_set)->shards()[0].id_bytes, 2u);
+  int64_t old_bytes = 0, new_bytes = 0;
+  for (const auto& v : (*old_set)->shards()) {
+    old_bytes += std::filesystem::file_size(v.path);
+  }
+  for (const auto& v : (*new_set)->shards()) {
+    new_bytes += std::filesystem::file_size(v.path);
+  }
+  EXPECT_LT(new_bytes, old_bytes * 2 / 3);
+  // Same tokens, flags and documents, so the same batches.
+  for (Split split : {Split::kTrain, Split::kEval}) {
+    auto a = Corpus::Create(**old_set, split, 0.01);
+    auto b = Corpus::Create(**new_set, split, 0.01);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    std::vector<int32_t> ia(a->size()), ib(b->size());
+    std::vector<uint8_t> fa(a->size()), fb(b->size());
+    a->CopyIds(0, a->size(), ia.data());
+    b->CopyIds(0, b->size(), ib.data());
+    a->CopyFlags(0, a->size(), fa.data());
+    b->CopyFlags(0, b->size(), fb.data());
+    EXPECT_EQ(ia, ib);
+    EXPECT_EQ(fa, fb);
+  }
+  SamplerOptions o = SmallOptions();
+  auto old_sampler = Sampler::Create(v1, o);
+  auto new_sampler = Sampler::Create(p.out_dir, o);
+  ASSERT_TRUE(old_sampler.ok()) << old_sampler.status();
+  ASSERT_TRUE(new_sampler.ok()) << new_sampler.status();
+  for (int step = 0; step < 3; ++step) {
+    const PlmBatch x = (*old_sampler)->Next();
+    const PlmBatch y = (*new_sampler)->Next();
+    for (size_t i = 0; i < x.Named().size(); ++i) {
+      EXPECT_TRUE(torch::equal(x.Named()[i].second, y.Named()[i].second))
+          << x.Named()[i].first;
+    }
+  }
 }
 
 }  // namespace
