@@ -47,7 +47,10 @@ void EncodeHeader(const ShardHeader& h, char* out) {
   PutU64(out + 56, h.invalid_utf8_lines);
   PutU64(out + 64, h.overlong_lines);
   PutU64(out + 72, h.blank_lines);
-  if (h.version >= 2) PutU32(out + 80, h.id_bytes);
+  if (h.version >= 2) {
+    PutU32(out + 80, h.id_bytes);
+    PutU64(out + 88, h.skipped_records);
+  }
 }
 
 // A key or checksum as written in the manifest (16 hex digits).
@@ -205,6 +208,7 @@ absl::StatusOr<ShardHeader> DecodeShardHeader(const char* data, size_t size,
   h.invalid_utf8_lines = GetU64(data + 56);
   h.overlong_lines = GetU64(data + 64);
   h.blank_lines = GetU64(data + 72);
+  if (version >= 2) h.skipped_records = GetU64(data + 88);
   if (h.num_tokens > size || h.num_docs > size ||
       GetShardLayout(h).total != size) {
     return absl::DataLossError(absl::StrCat(
@@ -268,7 +272,8 @@ absl::Status WriteManifest(const std::string& dir,
        {{"uncased", manifest.rules.uncased},
         {"keep_accents", manifest.rules.keep_accents},
         {"use_eod", manifest.use_eod},
-        {"max_line_bytes", manifest.max_line_bytes}}},
+        {"max_line_bytes", manifest.max_line_bytes},
+        {"json_key", manifest.json_key}}},
       {"shard_bytes", manifest.shard_bytes},
       {"inputs", inputs},
       {"shards", shards},
@@ -279,7 +284,8 @@ absl::Status WriteManifest(const std::string& dir,
         {"tokens", t.tokens},
         {"docs", t.docs},
         {"invalid_utf8_lines", t.invalid_utf8_lines},
-        {"overlong_lines", t.overlong_lines}}},
+        {"overlong_lines", t.overlong_lines},
+        {"skipped_records", t.skipped_records}}},
   };
   return WriteFileAtomic(dir + "/" + kManifestName, json.dump(2) + "\n");
 }
@@ -320,6 +326,8 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
     out.rules.keep_accents = rules.at("keep_accents").get<bool>();
     out.use_eod = rules.at("use_eod").get<bool>();
     out.max_line_bytes = rules.at("max_line_bytes").get<int64_t>();
+    // Version 1 manifests have no json_key (their inputs were plain text).
+    out.json_key = rules.value("json_key", std::string("text"));
     out.shard_bytes = m.at("shard_bytes").get<int64_t>();
     for (const Json& in : m.at("inputs")) {
       out.inputs.push_back(ManifestInput{in.at("path").get<std::string>(),
@@ -347,6 +355,7 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
     out.totals.docs = t.at("docs").get<int64_t>();
     out.totals.invalid_utf8_lines = t.at("invalid_utf8_lines").get<int64_t>();
     out.totals.overlong_lines = t.at("overlong_lines").get<int64_t>();
+    out.totals.skipped_records = t.value("skipped_records", int64_t{0});
   } catch (const std::exception& e) {
     return absl::DataLossError(
         absl::StrCat(path, ": unexpected content: ", e.what()));

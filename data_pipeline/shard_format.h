@@ -6,8 +6,9 @@
 //   [0,128)   header: "XLNSHARD", u32 version, u32 header bytes (128),
 //             u64 num_tokens, u64 num_docs, u64 key, u64 checksum (FNV-1a 64
 //             of every byte after the header), u64 lines, u64 invalid UTF-8
-//             lines, u64 over-long lines, u64 blank lines, u32 id bytes
-//             (version 2), zero padding
+//             lines, u64 over-long lines, u64 blank lines; version 2: u32
+//             id bytes, u32 zero, u64 skipped JSON Lines records; zero
+//             padding
 //   ids[num_tokens]                token ids, <eod> at document ends:
 //                                  uint16 when the vocabulary has at most
 //                                  65536 pieces (id bytes 2), else int32
@@ -27,9 +28,10 @@
 // previous piece's last flag is inverted, keeping the alternation.
 //
 // manifest.json (written last, so a directory with one is complete): format
-// name and version, the tokenizer (file, hash, vocab size), the text rules,
-// the inputs, every shard (its input's byte range, first line, counts, key,
-// checksum) and the totals.
+// name and version, the tokenizer (file, hash, vocab size), the text rules
+// (and the JSON Lines text field), the inputs (path, size on disk), every
+// shard (its input's byte range in the decompressed text, first line,
+// counts, key, checksum) and the totals.
 #pragma once
 
 #include <cstddef>
@@ -76,6 +78,8 @@ struct ShardHeader {
   uint64_t invalid_utf8_lines = 0;
   uint64_t overlong_lines = 0;
   uint64_t blank_lines = 0;
+  // JSON Lines records skipped (not JSON, no text field).
+  uint64_t skipped_records = 0;
 };
 
 // Bytes per id for a vocabulary: 2 when every id fits in uint16.
@@ -156,6 +160,7 @@ struct ManifestTotals {
   int64_t docs = 0;
   int64_t invalid_utf8_lines = 0;
   int64_t overlong_lines = 0;
+  int64_t skipped_records = 0;
 };
 
 struct ShardManifest {
@@ -165,6 +170,8 @@ struct ShardManifest {
   TextRules rules;
   bool use_eod = true;
   int64_t max_line_bytes = 0;
+  // The field of a JSON Lines record that holds its text.
+  std::string json_key = "text";
   int64_t shard_bytes = 0;
   std::vector<ManifestInput> inputs;
   std::vector<ManifestShard> shards;

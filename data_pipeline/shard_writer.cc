@@ -1,12 +1,15 @@
 #include "data_pipeline/shard_writer.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,72 +22,74 @@
 #include "common/mapped_file.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "data_pipeline/input_reader.h"
+#include "data_pipeline/sentence_splitter.h"
 #include "data_pipeline/shard_format.h"
 #include "data_pipeline/text.h"
 
 namespace xlnet::data {
 namespace {
 
-// A contiguous part of an input file that becomes one shard.
-struct Chunk {
-  size_t file = 0;
-  size_t begin = 0;
-  size_t end = 0;
-  int64_t first_line = 1;
-  bool last_in_file = false;
-};
+// A document with no blank line is cut after this many times shard_bytes,
+// so a chunk (and a worker's memory) stays bounded.
+constexpr int64_t kMaxChunkFactor = 4;
+// Plain-text lines examined per file for the one-document-per-line warning.
+constexpr int64_t kSampledLines = 1000;
 
-// Whether [begin, end) holds only ASCII blanks (space, \t, \r, \v, \f):
-// where the plan may cut. Deliberately narrower than a blank line in
-// Python's sense (text.h), so the plan depends on bytes alone.
-bool IsAsciiBlank(const char* begin, const char* end) {
-  for (const char* p = begin; p < end; ++p) {
-    if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\v' && *p != '\f') {
+// Whether `line` holds only ASCII blanks (space, \t, \r, \v, \f): where the
+// plan may cut. Deliberately narrower than a blank line in Python's sense
+// (text.h), so the plan depends on bytes alone.
+bool IsAsciiBlank(std::string_view line) {
+  for (char c : line) {
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\v' && c != '\f') {
       return false;
     }
   }
   return true;
 }
 
-// Cuts a file into chunks of about `target` bytes ending after a blank line.
-void PlanFile(size_t file_index, const char* data, size_t size, size_t target,
-              std::vector<Chunk>* chunks) {
-  size_t pos = 0;
-  int64_t line = 1;
-  while (pos < size) {
-    size_t end = size;
-    if (size - pos > target) {
-      // Start of the first line at or after pos + target.
-      const char* p = static_cast<const char*>(std::memchr(
-          data + pos + target - 1, '\n', size - (pos + target - 1)));
-      size_t cursor = p ? static_cast<size_t>(p - data) + 1 : size;
-      while (cursor < size) {
-        const char* nl = static_cast<const char*>(
-            std::memchr(data + cursor, '\n', size - cursor));
-        const size_t line_end = nl ? static_cast<size_t>(nl - data) : size;
-        if (IsAsciiBlank(data + cursor, data + line_end)) {
-          cursor = nl ? line_end + 1 : size;
-          break;
-        }
-        cursor = nl ? line_end + 1 : size;
-      }
-      end = cursor;
-    }
-    chunks->push_back(Chunk{file_index, pos, end, line, end == size});
-    line += std::count(data + pos, data + end, '\n');
-    pos = end;
-  }
-}
+// One line of a chunk: its text in Chunk::text, or an over-long line that
+// was read past.
+struct ChunkLine {
+  uint64_t begin = 0;
+  uint64_t size = 0;
+  bool overlong = false;
+};
+
+// A run of lines of one input that becomes one shard.
+struct Chunk {
+  size_t index = 0;    // the shard's number in this run
+  size_t file = 0;     // index in the input list
+  uint64_t begin = 0;  // byte range in the (decompressed) file
+  uint64_t end = 0;
+  int64_t first_line = 1;
+  // Its last document ends with the chunk (end of file, or a cut of an
+  // over-long document).
+  bool ends_document = false;
+  bool forced_cut = false;
+  uint64_t key = 0;
+  std::string text;
+  std::vector<ChunkLine> lines;
+};
+
+// What the reader learns about one input file.
+struct FileStats {
+  int64_t lines = 0;
+  int64_t blank_lines = 0;
+  bool any_text = false;
+  // Sentences (by the splitter) in the first kSampledLines non-blank lines.
+  int64_t sampled_lines = 0;
+  int64_t sampled_sentences = 0;
+};
 
 // Tokenizes one chunk. Errors (strict mode) name the file and line.
-absl::Status TokenizeChunk(const Chunk& chunk, const char* data,
-                           const std::string& path, const Tokenizer& tok,
+absl::Status TokenizeChunk(const Chunk& chunk, const std::string& path,
+                           TextFormat format, const Tokenizer& tok,
                            const PrepareOptions& options, ShardContent* out) {
   ShardContent& c = *out;
   uint8_t sent_flag = 0;
   uint8_t last_flag = 0;
   int64_t doc_begin = 0;
-  int64_t line_no = chunk.first_line;
   std::vector<int32_t> ids;
   auto end_document = [&]() {
     const int64_t n = static_cast<int64_t>(c.ids.size());
@@ -100,46 +105,67 @@ absl::Status TokenizeChunk(const Chunk& chunk, const char* data,
                  Fnv1a64(c.ids.data() + doc_begin, 4 * (end - doc_begin))});
     doc_begin = end;
   };
-  size_t pos = chunk.begin;
-  while (pos < chunk.end) {
-    const char* nl = static_cast<const char*>(
-        std::memchr(data + pos, '\n', chunk.end - pos));
-    const size_t line_end = nl ? static_cast<size_t>(nl - data) : chunk.end;
-    const std::string_view line(data + pos, line_end - pos);
-    pos = nl ? line_end + 1 : chunk.end;
-    const int64_t this_line = line_no++;
+  // Appends one sentence; the flag flips per sentence (per line of text).
+  auto add_sentence = [&](std::string_view sentence,
+                          int64_t line_no) -> absl::Status {
+    XLNET_RETURN_IF_ERROR(
+        Annotate(tok.EncodeIds(sentence, &ids), path, ":", line_no));
+    if (ids.empty()) return absl::OkStatus();
+    c.ids.insert(c.ids.end(), ids.begin(), ids.end());
+    c.flags.insert(c.flags.end(), ids.size(), sent_flag);
+    last_flag = sent_flag;
+    sent_flag ^= 1;
+    return absl::OkStatus();
+  };
+  std::string record_text;
+  std::vector<std::string_view> sentences;
+  for (size_t k = 0; k < chunk.lines.size(); ++k) {
+    const ChunkLine& cl = chunk.lines[k];
+    const int64_t line_no = chunk.first_line + static_cast<int64_t>(k);
     ++c.header.lines;
-    if (static_cast<int64_t>(line.size()) > options.max_line_bytes) {
+    if (cl.overlong) {
       if (options.strict) {
         return absl::InvalidArgumentError(absl::StrCat(
-            path, ":", this_line, ": line of ", line.size(),
+            path, ":", line_no, ": line of ", cl.size,
             " bytes exceeds the limit of ", options.max_line_bytes, " bytes"));
       }
       ++c.header.overlong_lines;
       continue;
     }
+    const std::string_view line(chunk.text.data() + cl.begin, cl.size);
     if (!IsValidUtf8(line)) {
       if (options.strict) {
         return absl::InvalidArgumentError(
-            absl::StrCat(path, ":", this_line, ": invalid UTF-8"));
+            absl::StrCat(path, ":", line_no, ": invalid UTF-8"));
       }
       ++c.header.invalid_utf8_lines;
       continue;
     }
     if (IsPythonBlank(line)) {
       ++c.header.blank_lines;
-      end_document();
+      if (format == TextFormat::kPlain) end_document();
       continue;
     }
-    XLNET_RETURN_IF_ERROR(
-        Annotate(tok.EncodeIds(line, &ids), path, ":", this_line));
-    if (ids.empty()) continue;
-    c.ids.insert(c.ids.end(), ids.begin(), ids.end());
-    c.flags.insert(c.flags.end(), ids.size(), sent_flag);
-    last_flag = sent_flag;
-    sent_flag ^= 1;
+    if (format == TextFormat::kPlain) {
+      XLNET_RETURN_IF_ERROR(add_sentence(line, line_no));
+      continue;
+    }
+    // JSON Lines: one document per record, its text split into sentences.
+    const absl::Status parsed =
+        RecordText(line, options.json_key, &record_text);
+    if (!parsed.ok()) {
+      if (options.strict) return Annotate(parsed, path, ":", line_no);
+      ++c.header.skipped_records;
+      continue;
+    }
+    sentences.clear();
+    SplitSentences(record_text, &sentences);
+    for (std::string_view sentence : sentences) {
+      XLNET_RETURN_IF_ERROR(add_sentence(sentence, line_no));
+    }
+    end_document();
   }
-  if (chunk.last_in_file) end_document();
+  if (chunk.ends_document) end_document();
   return absl::OkStatus();
 }
 
@@ -151,7 +177,10 @@ std::optional<ShardHeader> FinishedShard(const std::string& path,
   auto file = MappedFile::Open(path);
   if (!file.ok()) return std::nullopt;
   auto header = DecodeShardHeader((*file)->data(), (*file)->size(), path);
-  if (!header.ok() || header->key != key) return std::nullopt;
+  if (!header.ok() || header->key != key ||
+      header->version != kShardFormatVersion) {
+    return std::nullopt;
+  }
   if (ShardBodyChecksum((*file)->data(), (*file)->size()) != header->checksum) {
     return std::nullopt;
   }
@@ -162,16 +191,178 @@ uint64_t MixKey(uint64_t h, const std::string& s) {
   return Fnv1a64(s.data(), s.size(), h ^ (s.size() * 0x9E3779B97F4A7C15ULL));
 }
 
+// A bounded queue of chunks between the reader and the workers.
+class ChunkQueue {
+ public:
+  explicit ChunkQueue(size_t capacity) : capacity_(capacity) {}
+  // False when the queue was closed (a worker failed).
+  bool Push(Chunk chunk) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return closed_ || queue_.size() < capacity_; });
+    if (closed_) return false;
+    queue_.push_back(std::move(chunk));
+    cv_.notify_all();
+    return true;
+  }
+  // False when the queue is finished and empty, or closed.
+  bool Pop(Chunk* chunk) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return closed_ || finished_ || !queue_.empty(); });
+    if (closed_ || queue_.empty()) return false;
+    *chunk = std::move(queue_.front());
+    queue_.pop_front();
+    cv_.notify_all();
+    return true;
+  }
+  // No more chunks will come.
+  void Finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    cv_.notify_all();
+  }
+  // Stops everything (an error).
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> queue_;
+  bool finished_ = false;
+  bool closed_ = false;
+};
+
+// Cuts one input file into chunks and hands them to `push` (which returns
+// false to stop).
+absl::Status ChunkFile(size_t file_index, const std::string& path,
+                       const PrepareOptions& options, uint64_t base_key,
+                       size_t* next_index, FileStats* stats,
+                       int64_t* split_documents,
+                       const std::function<bool(Chunk)>& push) {
+  const TextFormat format = KindOfInput(path).format;
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader,
+                         LineReader::Open(path, options.max_line_bytes));
+  const uint64_t target = static_cast<uint64_t>(options.shard_bytes);
+  const uint64_t hard_limit = kMaxChunkFactor * target;
+  uint64_t offset = 0;
+  Chunk chunk;
+  bool want_cut = false;
+  std::vector<std::string_view> sentences;
+  auto start_chunk = [&](int64_t first_line) {
+    chunk = Chunk();
+    chunk.file = file_index;
+    chunk.begin = offset;
+    chunk.first_line = first_line;
+    chunk.key = base_key;
+    want_cut = false;
+  };
+  auto emit = [&](bool ends_document, bool forced) -> bool {
+    chunk.index = (*next_index)++;
+    chunk.end = offset;
+    chunk.ends_document = ends_document;
+    chunk.forced_cut = forced;
+    return push(std::move(chunk));
+  };
+  start_chunk(1);
+  Line line;
+  while (true) {
+    XLNET_ASSIGN_OR_RETURN(const bool more, reader->Next(&line));
+    if (!more) break;
+    ++stats->lines;
+    offset += line.bytes + (line.newline ? 1 : 0);
+    ChunkLine cl;
+    cl.size = line.bytes;
+    cl.overlong = line.overlong;
+    bool blank = false;
+    if (line.overlong) {
+      stats->any_text = true;
+      const uint64_t marker[3] = {0x4F5645524C4F4E47ULL, line.bytes,
+                                  line.overlong_hash};
+      chunk.key = Fnv1a64(marker, sizeof(marker), chunk.key);
+    } else {
+      cl.begin = chunk.text.size();
+      chunk.text.append(line.text);
+      chunk.key = Fnv1a64(line.text.data(), line.text.size(), chunk.key);
+      chunk.key = Fnv1a64("\n", 1, chunk.key);
+      blank = IsAsciiBlank(line.text);
+      if (blank) {
+        ++stats->blank_lines;
+      } else {
+        stats->any_text = true;
+        if (format == TextFormat::kPlain &&
+            stats->sampled_lines < kSampledLines) {
+          sentences.clear();
+          SplitSentences(line.text, &sentences);
+          ++stats->sampled_lines;
+          stats->sampled_sentences += static_cast<int64_t>(sentences.size());
+        }
+      }
+    }
+    chunk.lines.push_back(cl);
+    const uint64_t size = offset - chunk.begin;
+    if (size >= target) want_cut = true;
+    const bool at_boundary = format == TextFormat::kJsonLines || blank;
+    if (want_cut && at_boundary) {
+      if (!emit(false, false)) return absl::OkStatus();
+      start_chunk(line.number + 1);
+    } else if (size >= hard_limit && format == TextFormat::kPlain) {
+      ++*split_documents;
+      if (!emit(true, true)) return absl::OkStatus();
+      start_chunk(line.number + 1);
+    }
+  }
+  if (!chunk.lines.empty()) emit(true, false);
+  return absl::OkStatus();
+}
+
+// A warning when a plain-text file looks like one document (or paragraph)
+// per line rather than one sentence per line; "" otherwise.
+std::string FormatWarning(const std::string& path, const FileStats& s) {
+  const std::string format_rule =
+      "plain text is one sentence a line with a blank line between documents";
+  if (s.sampled_lines >= 20) {
+    const double per_line =
+        static_cast<double>(s.sampled_sentences) / s.sampled_lines;
+    if (per_line >= 2.5) {
+      return absl::StrFormat(
+          "%s: its lines hold %.1f sentences on average (first %d non-blank "
+          "lines), so it looks like one document or paragraph per line; %s. "
+          "Each line is read as one sentence, which makes the A/B segments "
+          "whole paragraphs; for one document per line write JSON Lines "
+          "(one {\"text\": ...} per line, *.jsonl) so sentences are split",
+          path, per_line, s.sampled_lines, format_rule);
+    }
+  }
+  if (s.blank_lines == 0 && s.lines >= kSampledLines) {
+    return absl::StrFormat(
+        "%s: %s lines and no blank line: read as one document (%s)", path,
+        WithCommas(s.lines), format_rule);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string PrepareReport::Summary() const {
-  return absl::StrFormat(
+  std::string s = absl::StrFormat(
       "%d files (%d empty), %d shards (%d already done), %s lines, %s tokens, "
-      "%s documents, %d invalid UTF-8 lines, %d over-long lines, %.1f s, "
-      "%.0f tokens/s",
+      "%s documents, %d invalid UTF-8 lines, %d over-long lines",
       files, empty_files, shards, shards_skipped, WithCommas(lines),
-      WithCommas(tokens), WithCommas(docs), invalid_utf8_lines, overlong_lines,
-      seconds, seconds > 0 ? tokens / seconds : 0.0);
+      WithCommas(tokens), WithCommas(docs), invalid_utf8_lines, overlong_lines);
+  if (skipped_records > 0) {
+    absl::StrAppend(&s, ", ", skipped_records, " JSON records without text");
+  }
+  if (split_documents > 0) {
+    absl::StrAppend(&s, ", ", split_documents,
+                    " documents cut at 4x shard_bytes");
+  }
+  absl::StrAppendFormat(&s, ", %.1f s, %.0f tokens/s", seconds,
+                        seconds > 0 ? tokens / seconds : 0.0);
+  return s;
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandInputs(
@@ -210,61 +401,66 @@ absl::StatusOr<std::vector<std::string>> ExpandInputs(
     paths.insert(paths.end(), matches.begin(), matches.end());
   }
   if (paths.empty()) return absl::InvalidArgumentError("no input files");
+  // A file given twice (a pattern and a name, or a name repeated) would be
+  // read twice.
+  std::vector<std::string> sorted = paths;
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(*twice, ": given twice among the inputs"));
+  }
   return paths;
 }
 
 absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (options.workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--workers must be >= 1 (got ", options.workers, ")"));
+  if (options.workers < 1 || options.workers > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--workers must be in [1, 1024] (got ", options.workers, ")"));
   }
-  if (options.shard_bytes < 1) {
-    return absl::InvalidArgumentError("shard_bytes must be positive");
+  if (options.shard_bytes < 1 || options.shard_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard_bytes must be in [1, 2^30] (got ", options.shard_bytes, ")"));
   }
   if (options.out_dir.empty()) {
     return absl::InvalidArgumentError("no output directory (--out)");
+  }
+  if (options.json_key.empty()) {
+    return absl::InvalidArgumentError("--json_key must not be empty");
   }
   XLNET_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                          ExpandInputs(options.inputs));
   XLNET_ASSIGN_OR_RETURN(
       std::unique_ptr<Tokenizer> tok,
       Tokenizer::Load(options.tokenizer_path, options.rules));
+  const std::string& out_dir = options.out_dir;
 
-  // Map the inputs and plan the chunks.
-  std::vector<std::unique_ptr<MappedFile>> files;
-  std::vector<Chunk> chunks;
   PrepareReport report;
-  report.files = static_cast<int64_t>(paths.size());
   ShardManifest manifest;
   manifest.tokenizer_file = kShardTokenizerName;
   manifest.rules = options.rules;
   manifest.use_eod = options.use_eod;
   manifest.max_line_bytes = options.max_line_bytes;
+  manifest.json_key = options.json_key;
   manifest.shard_bytes = options.shard_bytes;
-  std::optional<size_t> first_empty_file;
   for (size_t f = 0; f < paths.size(); ++f) {
-    XLNET_ASSIGN_OR_RETURN(auto file, MappedFile::Open(paths[f]));
-    if (std::all_of(file->data(), file->data() + file->size(), [](char c) {
-          return c == '\n' || c == ' ' || c == '\t' || c == '\r';
-        })) {
-      // With --strict this fails, after earlier files' errors (below).
-      if (!first_empty_file) first_empty_file = f;
-      ++report.empty_files;
+    struct stat st;
+    if (::stat(paths[f].c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat(paths[f], ": cannot stat"));
     }
-    PlanFile(f, file->data(), file->size(),
-             static_cast<size_t>(options.shard_bytes), &chunks);
-    manifest.inputs.push_back(ManifestInput{paths[f], file->size()});
-    files.push_back(std::move(file));
+    manifest.inputs.push_back(
+        ManifestInput{paths[f], static_cast<uint64_t>(st.st_size)});
   }
+  report.files = static_cast<int64_t>(paths.size());
 
   // Start clean: no manifest until every shard is finished.
-  XLNET_RETURN_IF_ERROR(MakeDirs(options.out_dir));
-  XLNET_RETURN_IF_ERROR(CleanStaleTemps(options.out_dir).status());
-  XLNET_RETURN_IF_ERROR(RemoveAll(options.out_dir + "/" + kManifestName));
-  const std::string tokenizer_out = options.out_dir + "/" + kShardTokenizerName;
+  XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
+  XLNET_RETURN_IF_ERROR(CleanStaleTemps(out_dir).status());
+  XLNET_RETURN_IF_ERROR(RemoveAll(out_dir + "/" + kManifestName));
+  const std::string tokenizer_out = out_dir + "/" + kShardTokenizerName;
   {
-    auto existing = ReadFile(tokenizer_out);
+    auto existing = ReadFile(tokenizer_out, kMaxTokenizerBytes);
     if (!existing.ok() || *existing != tok->model_bytes()) {
       XLNET_RETURN_IF_ERROR(WriteFileAtomic(tokenizer_out, tok->model_bytes()));
     }
@@ -276,137 +472,193 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
       base_key,
       absl::StrCat("v", kShardFormatVersion, " uncased=", options.rules.uncased,
                    " keep_accents=", options.rules.keep_accents, " use_eod=",
-                   options.use_eod, " max_line=", options.max_line_bytes));
+                   options.use_eod, " max_line=", options.max_line_bytes,
+                   " json_key=", options.json_key));
 
-  // Tokenize on a pool of workers; results are placed by chunk index.
-  std::vector<ShardHeader> headers(chunks.size());
-  std::vector<uint8_t> skipped(chunks.size(), 0);
-  std::vector<absl::Status> errors(chunks.size());
-  std::atomic<size_t> next_chunk{0};
-  std::atomic<bool> failed{false};
-  std::atomic<int64_t> tokens_done{0};
-  std::atomic<int64_t> chunks_done{0};
-  std::vector<std::atomic<int64_t>> chunks_left(files.size());
-  for (auto& c : chunks_left) c = 0;
-  for (const Chunk& c : chunks) ++chunks_left[c.file];
-  std::atomic<int64_t> files_done{0};
-  for (auto& c : chunks_left) {
-    if (c == 0) ++files_done;
-  }
+  // Results by shard index (the reader numbers chunks in input order).
+  struct ShardResult {
+    size_t file = 0;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    int64_t first_line = 1;
+    ShardHeader header;
+    bool skipped = false;
+    absl::Status error;
+  };
   std::mutex mu;
   std::condition_variable cv;
-  int running = options.workers;
+  std::vector<ShardResult> results;
+  std::vector<FileStats> stats(paths.size());
+  std::atomic<bool> failed{false};
+  std::atomic<int64_t> tokens_done{0};
+  std::atomic<int64_t> shards_done{0};
+  std::atomic<int64_t> bytes_read{0};
+  absl::Status reader_error;
+  int64_t split_documents = 0;
+  ChunkQueue queue(static_cast<size_t>(options.workers));
 
+  auto reader = [&]() {
+    size_t next_index = 0;
+    for (size_t f = 0; f < paths.size(); ++f) {
+      const absl::Status status = ChunkFile(
+          f, paths[f], options, base_key, &next_index, &stats[f],
+          &split_documents, [&](Chunk chunk) {
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              if (results.size() <= chunk.index) {
+                results.resize(chunk.index + 1);
+              }
+              ShardResult& r = results[chunk.index];
+              r.file = chunk.file;
+              r.begin = chunk.begin;
+              r.end = chunk.end;
+              r.first_line = chunk.first_line;
+            }
+            bytes_read += static_cast<int64_t>(chunk.end - chunk.begin);
+            return queue.Push(std::move(chunk));
+          });
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        reader_error = status;
+        failed = true;
+        queue.Close();
+        break;
+      }
+      if (failed) break;
+    }
+    queue.Finish();
+  };
   auto worker = [&]() {
-    while (!failed) {
-      const size_t i = next_chunk++;
-      if (i >= chunks.size()) break;
-      const Chunk& chunk = chunks[i];
-      const char* data = files[chunk.file]->data();
-      const uint64_t key =
-          Fnv1a64(data + chunk.begin, chunk.end - chunk.begin, base_key);
-      const std::string out_path = options.out_dir + "/" + ShardFileName(i);
+    Chunk chunk;
+    while (!failed && queue.Pop(&chunk)) {
+      const std::string& path = paths[chunk.file];
+      const std::string out_path = out_dir + "/" + ShardFileName(chunk.index);
       absl::Status status;
-      auto done = FinishedShard(out_path, key);
-      // In strict mode a shard that skipped bad lines is redone (and fails).
+      ShardHeader header;
+      bool skipped = false;
+      auto done = FinishedShard(out_path, chunk.key);
+      // In strict mode a shard that skipped bad input is redone (and fails).
       if (done && options.strict &&
-          (done->invalid_utf8_lines > 0 || done->overlong_lines > 0)) {
+          (done->invalid_utf8_lines > 0 || done->overlong_lines > 0 ||
+           done->skipped_records > 0)) {
         done.reset();
       }
       if (done) {
-        headers[i] = *done;
-        skipped[i] = 1;
+        header = *done;
+        skipped = true;
       } else {
         ShardContent content;
-        content.header.key = key;
+        content.header.key = chunk.key;
         content.header.id_bytes = IdBytesForVocab(tok->vocab_size());
-        status = TokenizeChunk(chunk, data, paths[chunk.file], *tok, options,
-                               &content);
+        status = TokenizeChunk(chunk, path, KindOfInput(path).format, *tok,
+                               options, &content);
         if (status.ok()) {
-          const std::string bytes = SerializeShard(&content);
-          status = WriteFileAtomic(out_path, bytes);
-          headers[i] = content.header;
+          status = WriteFileAtomic(out_path, SerializeShard(&content));
+          header = content.header;
         }
       }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ShardResult& r = results[chunk.index];
+        r.header = header;
+        r.skipped = skipped;
+        r.error = status;
+      }
       if (!status.ok()) {
-        errors[i] = status;
         failed = true;
+        queue.Close();
         break;
       }
-      tokens_done += static_cast<int64_t>(headers[i].num_tokens);
-      ++chunks_done;
-      if (--chunks_left[chunk.file] == 0) ++files_done;
+      tokens_done += static_cast<int64_t>(header.num_tokens);
+      ++shards_done;
     }
-    std::lock_guard<std::mutex> lock(mu);
-    --running;
-    cv.notify_all();
   };
+  std::thread reader_thread(reader);
   std::vector<std::thread> threads;
   for (int w = 0; w < options.workers; ++w) threads.emplace_back(worker);
-  {
+  std::atomic<bool> all_done{false};
+  std::thread progress([&]() {
     std::unique_lock<std::mutex> lock(mu);
-    auto last_report = start;
-    while (running > 0) {
+    while (!all_done) {
       cv.wait_for(lock, std::chrono::seconds(1));
-      const auto now = std::chrono::steady_clock::now();
-      if (running > 0 && options.progress &&
-          now - last_report >= std::chrono::seconds(1)) {
-        last_report = now;
-        const double secs = std::chrono::duration<double>(
-                                std::chrono::steady_clock::now() - start)
-                                .count();
-        XLOG(INFO) << "prepare: files " << files_done << "/" << files.size()
-                   << ", shards " << chunks_done << "/" << chunks.size() << ", "
-                   << WithCommas(tokens_done) << " tokens, "
-                   << static_cast<int64_t>(tokens_done / std::max(secs, 1e-9))
-                   << " tokens/s";
-      }
+      if (all_done || !options.progress) continue;
+      const double secs = std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+      XLOG(INFO) << "prepare: " << shards_done << " shards, "
+                 << WithCommas(bytes_read / (1 << 20)) << " MiB read, "
+                 << WithCommas(tokens_done) << " tokens, "
+                 << static_cast<int64_t>(tokens_done / std::max(secs, 1e-9))
+                 << " tokens/s";
+    }
+  });
+  reader_thread.join();
+  for (auto& t : threads) t.join();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    all_done = true;
+    cv.notify_all();
+  }
+  progress.join();
+
+  // The first problem in input order: a failed shard, an unreadable file,
+  // or (strict) an empty file.
+  std::optional<size_t> first_empty_file;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    if (!stats[f].any_text) {
+      ++report.empty_files;
+      if (!first_empty_file) first_empty_file = f;
     }
   }
-  for (auto& t : threads) t.join();
-  // Report the first problem in input order.
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (options.strict && first_empty_file &&
-        *first_empty_file < chunks[i].file) {
+  for (const ShardResult& r : results) {
+    if (options.strict && first_empty_file && *first_empty_file < r.file) {
       break;
     }
-    if (!errors[i].ok()) return errors[i];
+    if (!r.error.ok()) return r.error;
   }
+  if (!reader_error.ok()) return reader_error;
   if (options.strict && first_empty_file) {
     return absl::InvalidArgumentError(
         absl::StrCat(paths[*first_empty_file], ": empty file (no text)"));
   }
-  for (const absl::Status& s : errors) {
-    if (!s.ok()) return s;
-  }
 
-  // The manifest, in chunk order (independent of the worker count).
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const ShardHeader& h = headers[i];
-    report.shards_skipped += skipped[i];
+  // The manifest, in shard order (independent of the worker count).
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ShardResult& r = results[i];
+    const ShardHeader& h = r.header;
+    report.shards_skipped += r.skipped;
     report.lines += static_cast<int64_t>(h.lines);
     report.invalid_utf8_lines += static_cast<int64_t>(h.invalid_utf8_lines);
     report.overlong_lines += static_cast<int64_t>(h.overlong_lines);
+    report.skipped_records += static_cast<int64_t>(h.skipped_records);
     report.tokens += static_cast<int64_t>(h.num_tokens);
     report.docs += static_cast<int64_t>(h.num_docs);
-    manifest.shards.push_back(ManifestShard{
-        ShardFileName(i), chunks[i].file, chunks[i].begin, chunks[i].end,
-        chunks[i].first_line, h.num_tokens, h.num_docs, h.key, h.checksum});
+    manifest.shards.push_back(ManifestShard{ShardFileName(i), r.file, r.begin,
+                                            r.end, r.first_line, h.num_tokens,
+                                            h.num_docs, h.key, h.checksum});
   }
-  report.shards = static_cast<int64_t>(chunks.size());
+  report.shards = static_cast<int64_t>(results.size());
+  report.split_documents = split_documents;
+  report.text_bytes = bytes_read;
   // Remove shards of an earlier, longer plan.
-  for (size_t i = chunks.size();; ++i) {
-    const std::string stale = options.out_dir + "/" + ShardFileName(i);
+  for (size_t i = results.size();; ++i) {
+    const std::string stale = out_dir + "/" + ShardFileName(i);
     if (!PathExists(stale)) break;
     XLNET_RETURN_IF_ERROR(RemoveAll(stale));
   }
   manifest.tokenizer_hash = tok->hash();
   manifest.vocab_size = tok->vocab_size();
   manifest.totals = ManifestTotals{
-      report.files,         report.empty_files, report.lines,
-      report.tokens,        report.docs,        report.invalid_utf8_lines,
-      report.overlong_lines};
-  XLNET_RETURN_IF_ERROR(WriteManifest(options.out_dir, manifest));
+      report.files,          report.empty_files,    report.lines,
+      report.tokens,         report.docs,           report.invalid_utf8_lines,
+      report.overlong_lines, report.skipped_records};
+  XLNET_RETURN_IF_ERROR(WriteManifest(out_dir, manifest));
+  for (size_t f = 0; f < paths.size(); ++f) {
+    const std::string warning = FormatWarning(paths[f], stats[f]);
+    if (warning.empty()) continue;
+    XLOG(WARNING) << warning;
+    report.warnings.push_back(warning);
+  }
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -1,12 +1,18 @@
-// `xlnet-data prepare`: tokenizes text files into the shards of a prepared
+// `xlnet-data prepare`: tokenizes corpus files into the shards of a prepared
 // directory (format in shard_format.h).
 //
-// Input files are cut into chunks of about `shard_bytes` at document
-// boundaries (blank lines); each chunk becomes one shard, tokenized on a
-// pool of workers. The plan depends only on the input bytes and options, so
-// the output is byte-identical for any worker count. A shard already on disk
-// with the same key (hash of its chunk, tokenizer and rules) and a valid
-// checksum is kept, so a re-run skips finished work.
+// Inputs (input_reader.h) are plain text (one sentence a line, a blank line
+// between documents) or JSON Lines (one document per record, its text split
+// into sentences by sentence_splitter.h), optionally .gz or .zst. They are
+// streamed: one reader thread cuts them into chunks of about `shard_bytes`
+// of text ending after a blank line (after any record for JSON Lines), and a
+// pool of workers tokenizes each chunk into one shard. Memory is a few
+// chunks per worker, whatever the corpus size. A document longer than four
+// times `shard_bytes` with no blank line is cut there (and counted). The
+// plan depends only on the input bytes and options, so the output is
+// byte-identical for any worker count. A shard already on disk with the
+// same key (hash of its chunk, tokenizer, rules and format version) and a
+// valid checksum is kept, so a re-run skips finished work.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +31,8 @@ struct PrepareOptions {
   std::string tokenizer_path;
   std::string out_dir;
   int workers = 1;
-  // Fail on the first invalid UTF-8 line, over-long line or empty file
-  // instead of counting and skipping it.
+  // Fail on the first invalid UTF-8 line, over-long line, skipped JSON
+  // Lines record or empty file instead of counting and skipping it.
   bool strict = false;
   TextRules rules;
   // Append <eod> at every document end.
@@ -35,6 +41,8 @@ struct PrepareOptions {
   int64_t shard_bytes = 16 << 20;
   // Lines longer than this are skipped (or fail with strict).
   int64_t max_line_bytes = 1 << 20;
+  // The field of a JSON Lines record that holds the document's text.
+  std::string json_key = "text";
   // Log a progress line about once a second.
   bool progress = true;
 };
@@ -47,9 +55,15 @@ struct PrepareReport {
   int64_t lines = 0;
   int64_t invalid_utf8_lines = 0;
   int64_t overlong_lines = 0;
+  int64_t skipped_records = 0;  // JSON Lines records without text
+  int64_t split_documents = 0;  // cut at four times shard_bytes
   int64_t tokens = 0;
   int64_t docs = 0;
+  int64_t text_bytes = 0;  // decompressed input bytes read
   double seconds = 0;
+  // Things about the input worth a look (e.g. a file that looks like one
+  // document per line); also logged.
+  std::vector<std::string> warnings;
   // One-line summary.
   std::string Summary() const;
 };
@@ -58,8 +72,8 @@ struct PrepareReport {
 // spiece.model). Every file is written atomically; manifest.json last.
 absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options);
 
-// Expands files and glob patterns; a pattern that matches nothing or a
-// missing file is an error.
+// Expands files and glob patterns; a pattern that matches nothing, a
+// missing file or a file given twice is an error.
 absl::StatusOr<std::vector<std::string>> ExpandInputs(
     const std::vector<std::string>& patterns);
 

@@ -13,7 +13,8 @@ PACKAGES=(
   libyaml-cpp-dev            # configs
   nlohmann-json3-dev         # safetensors headers, config.json, manifests
   libgtest-dev               # tests
-  zlib1g-dev                 # CRC-32 checksums of checkpoints
+  zlib1g-dev                 # CRC-32 checksums of checkpoints; .gz corpora (prepare)
+  libzstd-dev                # .zst corpora (xlnet-data prepare)
   libgloo-dev                # headers for c10d's Gloo backend (CPU data parallel)
   libopenblas0-openmp        # fast BLAS for LibTorch (5-11x the reference BLAS)
   python3-matplotlib         # xlnet-plot (tools/xlnet_plot.py): loss curves to PNG

@@ -1,9 +1,10 @@
 // xlnet-data: tokenizer training, corpus shards and permutation-LM batches.
 //
 //   xlnet-data tokenizer --input FILES --vocab_size N --out spiece.model
-//   xlnet-data prepare   --input FILES_OR_GLOBS --tokenizer spiece.model --out
-//   DIR xlnet-data dump      --data DIR --config CFG --batches N --out
-//   F.safetensors xlnet-data inspect   --data DIR --config CFG
+//   xlnet-data prepare   --input FILES_OR_GLOBS --tokenizer spiece.model
+//                        --out DIR
+//   xlnet-data dump      --data DIR --config CFG --batches N --out F
+//   xlnet-data inspect   --data DIR --config CFG
 #include <iostream>
 #include <string>
 #include <vector>
@@ -82,18 +83,35 @@ absl::Status RunPrepare(int argc, char** argv) {
   std::vector<std::string> overrides;
   int64_t workers = 1;
   bool uncased = false, keep_accents = false;
-  xlnet::FlagParser flags("xlnet-data prepare",
-                          "--input FILES_OR_GLOBS --tokenizer spiece.model "
-                          "--out DIR [--workers N] [--strict]");
-  flags.AddRepeated("input", &o.inputs, "text file or glob; repeatable");
+  xlnet::FlagParser flags(
+      "xlnet-data prepare",
+      "--input FILES_OR_GLOBS --tokenizer spiece.model --out DIR "
+      "[--workers N] [--strict]\n\n"
+      "Inputs:\n"
+      "  plain text: one sentence a line, a blank line between documents\n"
+      "    (the official XLNet format). A file whose lines hold several\n"
+      "    sentences, or with many lines and no blank line, gets a warning:\n"
+      "    it looks like one document per line.\n"
+      "  JSON Lines (*.jsonl, *.json): one document per record, its text in\n"
+      "    the string field --json_key; split into sentences after . ! ?\n"
+      "    followed by a space and a capital, digit or quote (not after\n"
+      "    Mr. Dr. etc., initials or U.S.), and at line breaks.\n"
+      "  Any of these compressed: *.gz (zlib), *.zst (zstd), streamed.");
+  flags.AddRepeated("input", &o.inputs,
+                    "text, JSON Lines, .gz or .zst file, or a glob; "
+                    "repeatable");
   flags.AddString("tokenizer", &o.tokenizer_path,
                   "spiece.model (default: data.tokenizer of --config)");
   flags.AddString("out", &o.out_dir, "output directory");
   flags.AddInt("workers", &workers, "tokenizer threads");
   flags.AddBool("strict", &o.strict,
-                "fail on invalid UTF-8, over-long lines or empty files");
+                "fail on invalid UTF-8, over-long lines, JSON records without "
+                "text or empty files");
   flags.AddInt("shard_bytes", &o.shard_bytes, "text bytes per shard (target)");
-  flags.AddInt("max_line_bytes", &o.max_line_bytes, "longest line accepted");
+  flags.AddInt("max_line_bytes", &o.max_line_bytes,
+               "longest line (JSON record) accepted");
+  flags.AddString("json_key", &o.json_key,
+                  "the text field of JSON Lines records");
   flags.AddBool("uncased", &uncased, "lowercase (overrides data.uncased)");
   flags.AddBool("keep_accents", &keep_accents,
                 "keep accents (overrides data.keep_accents)");
@@ -114,13 +132,14 @@ absl::Status RunPrepare(int argc, char** argv) {
   if (o.tokenizer_path.empty()) {
     return absl::InvalidArgumentError("no --tokenizer given");
   }
-  o.inputs.insert(o.inputs.end(), flags.positional().begin(),
-                  flags.positional().end());
   if (o.inputs.empty()) return absl::InvalidArgumentError("no --input given");
   o.workers = static_cast<int>(workers);
   XLNET_ASSIGN_OR_RETURN(xlnet::data::PrepareReport report,
                          xlnet::data::PrepareShards(o));
   std::cout << "prepared " << o.out_dir << ": " << report.Summary() << "\n";
+  for (const std::string& warning : report.warnings) {
+    std::cout << "warning: " << warning << "\n";
+  }
   return absl::OkStatus();
 }
 

@@ -102,6 +102,15 @@ const std::string& TempDir() { return GetEnv().dir; }
 const std::string& TokenizerPath() { return GetEnv().tokenizer; }
 const std::string& DataDir() { return GetEnv().data; }
 
+std::vector<std::string> DirFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 namespace {
 
 std::unique_ptr<Tokenizer> LoadTok(const TextRules& rules = {}) {
@@ -367,15 +376,6 @@ TEST(TokenizerTest, DigitCommaReencodingMatchesOfficialEncodePieces) {
 
 // ---------------------------------------------------------------------------
 // Shards
-
-std::vector<std::string> DirFiles(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 PrepareOptions SampleOptions(const std::string& out, int workers) {
   PrepareOptions p;
