@@ -242,6 +242,19 @@ absl::StatusOr<std::vector<DocEntry>> DecodeDocTable(const char* data,
   return docs;
 }
 
+absl::Status CheckShardMatchesManifest(const ShardHeader& header,
+                                       const ManifestShard& shard,
+                                       const std::string& dir) {
+  if (header.num_tokens != shard.tokens || header.num_docs != shard.docs ||
+      header.key != shard.key || header.checksum != shard.checksum) {
+    return absl::DataLossError(absl::StrCat(
+        dir, "/", shard.file, ": does not match ", dir, "/", kManifestName,
+        " (tokens, documents, key or checksum differ); re-run xlnet-data "
+        "prepare"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteManifest(const std::string& dir,
                            const ShardManifest& manifest) {
   Json inputs = Json::array();
@@ -261,7 +274,7 @@ absl::Status WriteManifest(const std::string& dir,
                           {"checksum", HexU64(s.checksum)}});
   }
   const ManifestTotals& t = manifest.totals;
-  const Json json = {
+  Json json = {
       {"format", kFormatName},
       {"format_version", kShardFormatVersion},
       {"tokenizer",
@@ -287,6 +300,9 @@ absl::Status WriteManifest(const std::string& dir,
         {"overlong_lines", t.overlong_lines},
         {"skipped_records", t.skipped_records}}},
   };
+  if (manifest.num_tasks > 1) {
+    json["part"] = {{"task", manifest.task}, {"num_tasks", manifest.num_tasks}};
+  }
   return WriteFileAtomic(dir + "/" + kManifestName, json.dump(2) + "\n");
 }
 
@@ -356,6 +372,13 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
     out.totals.invalid_utf8_lines = t.at("invalid_utf8_lines").get<int64_t>();
     out.totals.overlong_lines = t.at("overlong_lines").get<int64_t>();
     out.totals.skipped_records = t.value("skipped_records", int64_t{0});
+    if (m.contains("part")) {
+      out.task = m.at("part").at("task").get<int64_t>();
+      out.num_tasks = m.at("part").at("num_tasks").get<int64_t>();
+      if (out.num_tasks < 2 || out.task < 0 || out.task >= out.num_tasks) {
+        throw std::invalid_argument("part: task not in [0, num_tasks)");
+      }
+    }
   } catch (const std::exception& e) {
     return absl::DataLossError(
         absl::StrCat(path, ": unexpected content: ", e.what()));

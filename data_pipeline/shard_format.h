@@ -31,7 +31,9 @@
 // name and version, the tokenizer (file, hash, vocab size), the text rules
 // (and the JSON Lines text field), the inputs (path, size on disk), every
 // shard (its input's byte range in the decompressed text, first line,
-// counts, key, checksum) and the totals.
+// counts, key, checksum) and the totals. A part of a preparation split over
+// hosts (prepare --num_tasks) also names its task; readers refuse it until
+// the parts are combined (shard_combine.h).
 #pragma once
 
 #include <cstddef>
@@ -173,10 +175,21 @@ struct ShardManifest {
   // The field of a JSON Lines record that holds its text.
   std::string json_key = "text";
   int64_t shard_bytes = 0;
+  // A part of a preparation split over hosts: task `task` of `num_tasks`
+  // (num_tasks 1: a whole preparation).
+  int64_t task = 0;
+  int64_t num_tasks = 1;
   std::vector<ManifestInput> inputs;
   std::vector<ManifestShard> shards;
   ManifestTotals totals;
 };
+
+// Checks the header of `dir`/`shard.file` against its manifest entry
+// (tokens, documents, key, checksum); a DataLoss error naming both
+// otherwise.
+absl::Status CheckShardMatchesManifest(const ShardHeader& header,
+                                       const ManifestShard& shard,
+                                       const std::string& dir);
 
 // Writes `dir`/manifest.json atomically.
 absl::Status WriteManifest(const std::string& dir,

@@ -15,6 +15,12 @@ ShardSet::~ShardSet() = default;
 absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Open(const std::string& dir,
                                                          bool verify) {
   XLNET_ASSIGN_OR_RETURN(const ShardManifest manifest, ReadManifest(dir));
+  if (manifest.num_tasks > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": part ", manifest.task, " of ", manifest.num_tasks,
+        " of a preparation split over hosts; when every part is done, run "
+        "`xlnet-data combine --out PARENT` and read PARENT"));
+  }
   auto set = std::unique_ptr<ShardSet>(new ShardSet());
   set->checks_.reset(new Check[manifest.shards.size()]);
   set->dir_ = dir;
@@ -29,13 +35,7 @@ absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Open(const std::string& dir,
                            MappedFile::Open(path));
     XLNET_ASSIGN_OR_RETURN(const ShardHeader h,
                            DecodeShardHeader(file->data(), file->size(), path));
-    if (h.num_tokens != s.tokens || h.num_docs != s.docs || h.key != s.key ||
-        h.checksum != s.checksum) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": does not match ", dir, "/", kManifestName,
-          " (tokens, documents, key or checksum differ); re-run xlnet-data "
-          "prepare"));
-    }
+    XLNET_RETURN_IF_ERROR(CheckShardMatchesManifest(h, s, dir));
     const ShardLayout l = GetShardLayout(h);
     ShardView view;
     view.path = path;

@@ -347,6 +347,10 @@ std::string FormatWarning(const std::string& path, const FileStats& s) {
 
 }  // namespace
 
+std::string PartDirName(int task, int num_tasks) {
+  return absl::StrFormat("part-%05d-of-%05d", task, num_tasks);
+}
+
 std::string PrepareReport::Summary() const {
   std::string s = absl::StrFormat(
       "%d files (%d empty), %d shards (%d already done), %s lines, %s tokens, "
@@ -423,6 +427,12 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--shard_bytes must be in [1, 2^30] (got ", options.shard_bytes, ")"));
   }
+  if (options.num_tasks < 1 || options.task < 0 ||
+      options.task >= options.num_tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task ", options.task,
+                     " is not in [0, --num_tasks=", options.num_tasks, ")"));
+  }
   if (options.out_dir.empty()) {
     return absl::InvalidArgumentError("no output directory (--out)");
   }
@@ -434,9 +444,14 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   XLNET_ASSIGN_OR_RETURN(
       std::unique_ptr<Tokenizer> tok,
       Tokenizer::Load(options.tokenizer_path, options.rules));
-  const std::string& out_dir = options.out_dir;
+  const std::string out_dir =
+      options.num_tasks > 1
+          ? absl::StrCat(options.out_dir, "/",
+                         PartDirName(options.task, options.num_tasks))
+          : options.out_dir;
 
   PrepareReport report;
+  report.dir = out_dir;
   ShardManifest manifest;
   manifest.tokenizer_file = kShardTokenizerName;
   manifest.rules = options.rules;
@@ -444,6 +459,11 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   manifest.max_line_bytes = options.max_line_bytes;
   manifest.json_key = options.json_key;
   manifest.shard_bytes = options.shard_bytes;
+  manifest.task = options.task;
+  manifest.num_tasks = options.num_tasks;
+  // Every input is listed (size on disk), so all parts list the same ones;
+  // this run reads its slice.
+  std::vector<size_t> mine;
   for (size_t f = 0; f < paths.size(); ++f) {
     struct stat st;
     if (::stat(paths[f].c_str(), &st) != 0) {
@@ -451,8 +471,11 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
     }
     manifest.inputs.push_back(
         ManifestInput{paths[f], static_cast<uint64_t>(st.st_size)});
+    if (static_cast<int>(f % options.num_tasks) == options.task) {
+      mine.push_back(f);
+    }
   }
-  report.files = static_cast<int64_t>(paths.size());
+  report.files = static_cast<int64_t>(mine.size());
 
   // Start clean: no manifest until every shard is finished.
   XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
@@ -499,7 +522,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
 
   auto reader = [&]() {
     size_t next_index = 0;
-    for (size_t f = 0; f < paths.size(); ++f) {
+    for (size_t f : mine) {
       const absl::Status status = ChunkFile(
           f, paths[f], options, base_key, &next_index, &stats[f],
           &split_documents, [&](Chunk chunk) {
@@ -604,7 +627,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   // The first problem in input order: a failed shard, an unreadable file,
   // or (strict) an empty file.
   std::optional<size_t> first_empty_file;
-  for (size_t f = 0; f < paths.size(); ++f) {
+  for (size_t f : mine) {
     if (!stats[f].any_text) {
       ++report.empty_files;
       if (!first_empty_file) first_empty_file = f;
@@ -653,7 +676,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
       report.tokens,         report.docs,           report.invalid_utf8_lines,
       report.overlong_lines, report.skipped_records};
   XLNET_RETURN_IF_ERROR(WriteManifest(out_dir, manifest));
-  for (size_t f = 0; f < paths.size(); ++f) {
+  for (size_t f : mine) {
     const std::string warning = FormatWarning(paths[f], stats[f]);
     if (warning.empty()) continue;
     XLOG(WARNING) << warning;

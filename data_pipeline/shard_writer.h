@@ -13,6 +13,12 @@
 // byte-identical for any worker count. A shard already on disk with the
 // same key (hash of its chunk, tokenizer, rules and format version) and a
 // valid checksum is kept, so a re-run skips finished work.
+//
+// Over several hosts: `num_tasks` N and `task` I make this run take the
+// inputs i with i % N == I (in the expanded input list, globs sorted, as the
+// official --task/--num_task) and write a part directory
+// `out_dir/part-0000I-of-0000N/`; CombineParts (shard_combine.h) then makes
+// `out_dir` exactly what one task would have written.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +49,9 @@ struct PrepareOptions {
   int64_t max_line_bytes = 1 << 20;
   // The field of a JSON Lines record that holds the document's text.
   std::string json_key = "text";
+  // This run is task `task` of `num_tasks` (see above).
+  int num_tasks = 1;
+  int task = 0;
   // Log a progress line about once a second.
   bool progress = true;
 };
@@ -61,6 +70,8 @@ struct PrepareReport {
   int64_t docs = 0;
   int64_t text_bytes = 0;  // decompressed input bytes read
   double seconds = 0;
+  // Where this run wrote (out_dir, or its part directory).
+  std::string dir;
   // Things about the input worth a look (e.g. a file that looks like one
   // document per line); also logged.
   std::vector<std::string> warnings;
@@ -69,12 +80,16 @@ struct PrepareReport {
 };
 
 // Tokenizes `options.inputs` into `options.out_dir` (shards, manifest.json,
-// spiece.model). Every file is written atomically; manifest.json last.
+// spiece.model), or its part directory with num_tasks > 1. Every file is
+// written atomically; manifest.json last.
 absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options);
 
 // Expands files and glob patterns; a pattern that matches nothing, a
 // missing file or a file given twice is an error.
 absl::StatusOr<std::vector<std::string>> ExpandInputs(
     const std::vector<std::string>& patterns);
+
+// "part-00002-of-00004".
+std::string PartDirName(int task, int num_tasks);
 
 }  // namespace xlnet::data

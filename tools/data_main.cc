@@ -2,7 +2,8 @@
 //
 //   xlnet-data tokenizer --input FILES --vocab_size N --out spiece.model
 //   xlnet-data prepare   --input FILES_OR_GLOBS --tokenizer spiece.model
-//                        --out DIR
+//                        --out DIR [--num_tasks N --task I]
+//   xlnet-data combine   --out DIR
 //   xlnet-data dump      --data DIR --config CFG --batches N --out F
 //   xlnet-data inspect   --data DIR --config CFG
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "common/tool_main.h"
 #include "config/config.h"
 #include "data_pipeline/data_commands.h"
+#include "data_pipeline/shard_combine.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
@@ -23,6 +25,7 @@ constexpr char kUsage[] =
     "VERB [flags]\n\n"
     "  tokenizer  train a SentencePiece model with XLNet's special ids\n"
     "  prepare    tokenize text files into shards (+ manifest.json)\n"
+    "  combine    join the parts of a prepare split with --num_tasks\n"
     "  dump       write N sampler batches to a safetensors file\n"
     "  inspect    print one sample decoded, with targets and order\n\n"
     "`xlnet-data VERB --help` lists a verb's flags.";
@@ -83,10 +86,11 @@ absl::Status RunPrepare(int argc, char** argv) {
   std::vector<std::string> overrides;
   int64_t workers = 1;
   bool uncased = false, keep_accents = false;
+  int64_t num_tasks = 1, task = 0;
   xlnet::FlagParser flags(
       "xlnet-data prepare",
       "--input FILES_OR_GLOBS --tokenizer spiece.model --out DIR "
-      "[--workers N] [--strict]\n\n"
+      "[--workers N] [--strict] [--num_tasks N --task I]\n\n"
       "Inputs:\n"
       "  plain text: one sentence a line, a blank line between documents\n"
       "    (the official XLNet format). A file whose lines hold several\n"
@@ -96,7 +100,9 @@ absl::Status RunPrepare(int argc, char** argv) {
       "    the string field --json_key; split into sentences after . ! ?\n"
       "    followed by a space and a capital, digit or quote (not after\n"
       "    Mr. Dr. etc., initials or U.S.), and at line breaks.\n"
-      "  Any of these compressed: *.gz (zlib), *.zst (zstd), streamed.");
+      "  Any of these compressed: *.gz (zlib), *.zst (zstd), streamed.\n"
+      "Over several hosts: each runs --num_tasks N --task I (inputs i with\n"
+      "i % N == I) into DIR/part-I-of-N; then `xlnet-data combine --out DIR`.");
   flags.AddRepeated("input", &o.inputs,
                     "text, JSON Lines, .gz or .zst file, or a glob; "
                     "repeatable");
@@ -112,6 +118,9 @@ absl::Status RunPrepare(int argc, char** argv) {
                "longest line (JSON record) accepted");
   flags.AddString("json_key", &o.json_key,
                   "the text field of JSON Lines records");
+  flags.AddInt("num_tasks", &num_tasks,
+               "split the inputs over this many hosts (tasks)");
+  flags.AddInt("task", &task, "this host's task, in [0, num_tasks)");
   flags.AddBool("uncased", &uncased, "lowercase (overrides data.uncased)");
   flags.AddBool("keep_accents", &keep_accents,
                 "keep accents (overrides data.keep_accents)");
@@ -134,12 +143,32 @@ absl::Status RunPrepare(int argc, char** argv) {
   }
   if (o.inputs.empty()) return absl::InvalidArgumentError("no --input given");
   o.workers = static_cast<int>(workers);
+  o.num_tasks = static_cast<int>(num_tasks);
+  o.task = static_cast<int>(task);
   XLNET_ASSIGN_OR_RETURN(xlnet::data::PrepareReport report,
                          xlnet::data::PrepareShards(o));
-  std::cout << "prepared " << o.out_dir << ": " << report.Summary() << "\n";
+  std::cout << "prepared " << report.dir << ": " << report.Summary() << "\n";
   for (const std::string& warning : report.warnings) {
     std::cout << "warning: " << warning << "\n";
   }
+  return absl::OkStatus();
+}
+
+absl::Status RunCombine(int argc, char** argv) {
+  std::string out;
+  xlnet::FlagParser flags(
+      "xlnet-data combine",
+      "--out DIR\n\nJoins DIR/part-*-of-N (from prepare --num_tasks N) into "
+      "DIR: the shards and manifest.json a one-task prepare would write. "
+      "The part directories are removed afterwards.");
+  flags.AddString("out", &out, "the --out of the prepare tasks");
+  flags.Require("out");
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(xlnet::data::CombineReport report,
+                         xlnet::data::CombineParts(out));
+  std::cout << "combined " << out << ": " << report.Summary() << "\n";
   return absl::OkStatus();
 }
 
@@ -200,10 +229,12 @@ absl::Status Run(int argc, char** argv) {
   // The verb's flags start after it (argv[1] plays the program name).
   if (verb == "tokenizer") return RunTokenizer(argc - 1, argv + 1);
   if (verb == "prepare") return RunPrepare(argc - 1, argv + 1);
+  if (verb == "combine") return RunCombine(argc - 1, argv + 1);
   if (verb == "dump") return RunDump(argc - 1, argv + 1);
   if (verb == "inspect") return RunInspect(argc - 1, argv + 1);
   return absl::InvalidArgumentError(
-      "unknown verb '" + verb + "'; verbs: tokenizer, prepare, dump, inspect");
+      "unknown verb '" + verb +
+      "'; verbs: tokenizer, prepare, combine, dump, inspect");
 }
 
 }  // namespace
