@@ -279,6 +279,7 @@ struct LayerContext {
   bool training = false;
   bool bi_data = false;
   bool query_all_positions = false;
+  AttentionOptions attention;
 };
 
 // One layer on both streams: h [B, L, D] and g [B, P, D] (or undefined) ->
@@ -296,11 +297,21 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
   auto k_r = attn->ProjectPositions(c.pos_emb);                               // [Bp, H, R, Dh]
   if (c.bi_data) k_r = k_r.index_select(0, c.half_index);                     // [B, H, R, Dh]
 
+  // The attention core for queries q [B, H, Lq, Dh] -> [B, H, Lq, Dh].
+  auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {
+    if (c.attention.impl == AttentionImpl::kUnfused) {
+      return RelativeAttentionCore(q, k_head, v_head, k_r, attn->r_w_bias,
+                                   attn->r_r_bias, attn->r_s_bias,
+                                   attn->seg_embed, bias, c.qlen, c.dropout,
+                                   c.training);
+    }
+    return FusedRelativeAttentionCore(q, k_head, v_head, k_r, attn->r_w_bias,
+                                      attn->r_r_bias, attn->r_s_bias,
+                                      attn->seg_embed, bias, c.qlen, c.dropout,
+                                      c.training, c.attention);
+  };
   auto q_h = attn->Project(h_in, attn->q);                                    // [B, H, L, Dh]
-  auto vec_h = RelativeAttentionCore(q_h, k_head, v_head, k_r, attn->r_w_bias,
-                                     attn->r_r_bias, attn->r_s_bias,
-                                     attn->seg_embed, c.content_bias, c.qlen,
-                                     c.dropout, c.training);                  // [B, H, L, Dh]
+  auto vec_h = core(q_h, c.content_bias);                                     // [B, H, L, Dh]
   auto new_h = attn->PostAttention(h_in, vec_h);                              // [B, L, D]
   torch::Tensor new_g;
   if (g_in.defined()) {
@@ -309,15 +320,10 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
     if (c.query_all_positions) {
       auto tmq = c.target_mapping.to(q_g.scalar_type()).unsqueeze(1);         // [B, 1, P, L]
       auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);                   // [B, H, L, Dh]
-      auto vec_all = RelativeAttentionCore(
-          q_all, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
-          attn->r_s_bias, attn->seg_embed, c.query_bias, c.qlen, c.dropout, c.training); // [B, H, L, Dh]
+      auto vec_all = core(q_all, c.query_bias);                               // [B, H, L, Dh]
       vec_g = torch::matmul(tmq.to(vec_all.scalar_type()), vec_all);          // [B, H, P, Dh]
     } else {
-      vec_g = RelativeAttentionCore(q_g, k_head, v_head, k_r, attn->r_w_bias,
-                                    attn->r_r_bias, attn->r_s_bias,
-                                    attn->seg_embed, c.query_bias, c.qlen,
-                                    c.dropout, c.training);                   // [B, H, P, Dh]
+      vec_g = core(q_g, c.query_bias);                                        // [B, H, P, Dh]
       // A padding target (all-zero row) gets no attention output, as HF.
       vec_g = vec_g * c.target_valid.to(vec_g.scalar_type());
     }
@@ -450,6 +456,7 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   context->training = training;
   context->bi_data = config_.bi_data;
   context->query_all_positions = options.query_all_positions;
+  context->attention = attention_;
 
   const bool checkpoint =
       activation_checkpointing_ && torch::GradMode::is_enabled();
