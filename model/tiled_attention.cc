@@ -125,13 +125,92 @@ Geometry CheckInputs(const torch::Tensor& qw, const torch::Tensor& qr,
 }
 
 // ------------------------------------------------------------ CPU, tiled
+//
+// Work items run on LibTorch's intra-op threads: forward one item per
+// (b, h, query tile), backward one per (b, h) (it owns that slice's dk, dv
+// and k_r gradient). Inside an item, matrix products go to BLAS through
+// single-threaded ATen calls on tiles; the element-wise work of a tile
+// (position band, segment term, masks, softmax bookkeeping, dropout, dS)
+// runs in the loops below, so a tile costs a handful of dispatcher calls.
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// An AVX2 clone beside the baseline one, chosen at load time.
+#define XLNET_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define XLNET_VECTOR_CLONES
+#endif
+
+// keep[c] = 1 iff key j0 + c of row (bh, i) survives dropout, c < m: the
+// decisions of AttentionKeepBits4, computed for 16 counters at a time in
+// plain loops the compiler vectorises.
+XLNET_VECTOR_CLONES void KeepRow(const AttentionDropout& d, uint32_t threshold,
+                                 int64_t bh, int64_t i, int64_t j0, int64_t m,
+                                 uint8_t* keep) {
+  constexpr int kBatch = 16;
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  const int64_t g_end = ((j0 + m - 1) >> 2) + 1;
+  for (int64_t g = j0 >> 2; g < g_end; g += kBatch) {
+    uint32_t c0[kBatch], c1[kBatch], c2[kBatch], c3[kBatch];
+    for (int t = 0; t < kBatch; ++t) {
+      c0[t] = static_cast<uint32_t>(g + t);
+      c1[t] = static_cast<uint32_t>(i);
+      c2[t] = static_cast<uint32_t>(bh);
+      c3[t] = static_cast<uint32_t>(d.offset);
+    }
+    uint32_t k0 = static_cast<uint32_t>(d.seed);
+    uint32_t k1 = static_cast<uint32_t>(d.seed >> 32) ^
+                  static_cast<uint32_t>(d.offset >> 32);
+    for (int round = 0; round < 10; ++round) {
+      for (int t = 0; t < kBatch; ++t) {
+        const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[t];
+        const uint64_t p1 = static_cast<uint64_t>(kM1) * c2[t];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[t] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[t] ^ k1;
+        c0[t] = n0;
+        c1[t] = static_cast<uint32_t>(p1);
+        c2[t] = n2;
+        c3[t] = static_cast<uint32_t>(p0);
+      }
+      k0 += kW0;
+      k1 += kW1;
+    }
+    const uint32_t* words[4] = {c0, c1, c2, c3};
+    for (int t = 0; t < kBatch; ++t) {
+      for (int w = 0; w < 4; ++w) {
+        const int64_t j = (g + t) * 4 + w;
+        if (j >= j0 && j < j0 + m) {
+          keep[j - j0] = (words[w][t] >> 8) < threshold ? 1 : 0;
+        }
+      }
+    }
+  }
+}
+
+// A [rows, cols] bool matrix seen through its strides (undefined = none).
+struct BoolView {
+  const bool* data = nullptr;
+  int64_t row_stride = 0, col_stride = 0;
+  const bool* At(int64_t r, int64_t c) const {
+    return data + r * row_stride + c * col_stride;
+  }
+};
+
+BoolView ViewOf(const torch::Tensor& t) {  // t [Lq, K] bool
+  BoolView v;
+  if (!t.defined()) return v;
+  v.data = t.data_ptr<bool>();
+  v.row_stride = t.stride(0);
+  v.col_stride = t.stride(1);
+  return v;
+}
 
 // One (b, h) slice of every input, in the accumulation dtype. Strided views
 // (the projections' [B, T, H, Dh] memory): mm takes them as they are.
 struct HeadSlices {
   torch::Tensor qw, qr, k, v, kr;  // [Lq, Dh] x2, [K, Dh] x2, [R, Dh]
   torch::Tensor seg;               // [Lq, 2] or undefined
-  torch::Tensor mask, diff;        // [Lq, K] bool or undefined
+  BoolView mask, diff;             // [Lq, K]
   const int64_t* pos = nullptr;    // [Lq] query positions, null = 0..Lq-1
   int64_t bh = 0;                  // b * H + h, the dropout counter's word
 };
@@ -151,145 +230,129 @@ HeadSlices Slice(const Inputs& in, const FusedState& st, int64_t b, int64_t h) {
   s.kr = in.kr[in.kr.size(0) == 1 ? 0 : b][h];
   if (in.seg.defined()) s.seg = in.seg[b][h];
   if (st.bias.mask.defined()) {
-    s.mask = st.bias.mask[st.bias.mask.size(0) == 1 ? 0 : b][0];
+    s.mask = ViewOf(st.bias.mask[st.bias.mask.size(0) == 1 ? 0 : b][0]);
   }
-  if (st.bias.seg_diff.defined()) s.diff = st.bias.seg_diff[b][0];
-  if (in.pos.defined()) s.pos = in.pos.data_ptr<int64_t>() + b * in.pos.size(1);
+  if (st.bias.seg_diff.defined()) s.diff = ViewOf(st.bias.seg_diff[b][0]);
+  if (in.pos.defined()) {
+    s.pos = in.pos.data_ptr<int64_t>() + b * in.pos.size(1);
+  }
   s.bh = b * heads + h;
   return s;
 }
 
-// Rows [i0, i0 + n) of a query tile and their positions.
+// Rows [i0, i0 + n) of a query tile: their scaled queries, segment terms and
+// where each row's position term sits in the band of k_r rows.
+template <typename T>
 struct QueryTile {
   int64_t i0 = 0, n = 0;
   int64_t pmin = 0, pmax = 0;
-  // pos_i = pmin + (i - i0): the shifted band is a strided view of the
-  // band product; otherwise a gather with `shift` = pmax - pos_i.
-  bool consecutive = true;
-  torch::Tensor shift;  // [n, 1] int64 (only when !consecutive)
+  std::vector<int64_t> shift;  // pmax - pos_r: row r's offset in the band
+  torch::Tensor qw, qr;        // [n, Dh] times scale, contiguous
+  std::vector<T> same,
+      delta;  // scale * seg[:, 0], scale * (seg[:, 1] - seg[:, 0])
 };
 
-QueryTile MakeQueryTile(const HeadSlices& hs, int64_t i0, int64_t n) {
-  QueryTile t;
+template <typename T>
+QueryTile<T> LoadQueryTile(const HeadSlices& hs, int64_t i0, int64_t n,
+                           double scale) {
+  QueryTile<T> t;
   t.i0 = i0;
   t.n = n;
+  t.shift.resize(n);
   if (hs.pos == nullptr) {
     t.pmin = i0;
     t.pmax = i0 + n - 1;
-    return t;
+    for (int64_t r = 0; r < n; ++r) t.shift[r] = n - 1 - r;
+  } else {
+    const int64_t* p = hs.pos + i0;
+    t.pmin = *std::min_element(p, p + n);
+    t.pmax = *std::max_element(p, p + n);
+    for (int64_t r = 0; r < n; ++r) t.shift[r] = t.pmax - p[r];
   }
-  const int64_t* p = hs.pos + i0;
-  t.pmin = *std::min_element(p, p + n);
-  t.pmax = *std::max_element(p, p + n);
-  for (int64_t r = 0; r < n; ++r) t.consecutive &= p[r] == p[0] + r;
-  if (!t.consecutive) {
-    t.shift = torch::empty({n, 1}, torch::kLong);
-    auto* s = t.shift.data_ptr<int64_t>();
-    for (int64_t r = 0; r < n; ++r) s[r] = t.pmax - p[r];
-  }
-  return t;
-}
-
-// Where one key tile's position term comes from: k_r rows [c_lo, c_lo + w)
-// hold every relative index j + qlen - pos_i of the tile.
-struct Band {
-  int64_t c_lo = 0, w = 0;
-  torch::Tensor index;  // [n, m] column of (i, j) in the band (gather case)
-};
-
-// The shifted view of the band product bd [n, w] for keys [j0, j0 + m):
-// element (r, c) is bd[r, c + pmax - pos_r].
-torch::Tensor Shifted(const torch::Tensor& bd, const QueryTile& qt,
-                      const Band& band, int64_t m) {
-  if (qt.consecutive) {
-    // pmax - pos_r = n - 1 - r: flat index r * (w - 1) + c + n - 1.
-    return bd.as_strided({qt.n, m}, {band.w - 1, 1},
-                         bd.storage_offset() + qt.n - 1);  // [n, m]
-  }
-  return bd.gather(1, band.index);  // [n, m]
-}
-
-// Per query tile: the scaled queries and segment terms.
-struct TileQueries {
-  torch::Tensor qw, qr;               // [n, Dh] times scale
-  torch::Tensor seg_same, seg_delta;  // [n, 1] times scale (seg term only)
-};
-
-TileQueries LoadQueries(const HeadSlices& hs, const QueryTile& qt,
-                        double scale) {
-  TileQueries t;
-  t.qw = hs.qw.narrow(0, qt.i0, qt.n) * scale;  // [n, Dh]
-  t.qr = hs.qr.narrow(0, qt.i0, qt.n) * scale;  // [n, Dh]
+  t.qw = hs.qw.narrow(0, i0, n) * scale;  // [n, Dh]
+  t.qr = hs.qr.narrow(0, i0, n) * scale;  // [n, Dh]
   if (hs.seg.defined()) {
-    auto seg = hs.seg.narrow(0, qt.i0, qt.n) * scale;  // [n, 2]
-    t.seg_same = seg.narrow(1, 0, 1);                  // [n, 1]
-    t.seg_delta = seg.narrow(1, 1, 1) - t.seg_same;    // [n, 1]
+    auto seg = hs.seg.narrow(0, i0, n).contiguous();  // [n, 2]
+    const T* sg = seg.template data_ptr<T>();
+    t.same.resize(n);
+    t.delta.resize(n);
+    for (int64_t r = 0; r < n; ++r) {
+      t.same[r] = static_cast<T>(scale) * sg[2 * r];
+      t.delta[r] = static_cast<T>(scale) * (sg[2 * r + 1] - sg[2 * r]);
+    }
   }
   return t;
 }
 
-// Scaled, masked (-inf) scores of query tile x keys [j0, j0 + m): [n, m].
-torch::Tensor Scores(const HeadSlices& hs, const QueryTile& qt,
-                     const TileQueries& tq, int64_t qlen, int64_t j0, int64_t m,
-                     Band* band) {
-  auto s = torch::mm(tq.qw, hs.k.narrow(0, j0, m).t());  // [n, m]
-  band->c_lo = j0 + qlen - qt.pmax;
-  band->w = m + qt.pmax - qt.pmin;
-  auto bd =
-      torch::mm(tq.qr, hs.kr.narrow(0, band->c_lo, band->w).t());  // [n, w]
-  if (!qt.consecutive) {
-    band->index =
-        torch::arange(m, torch::kLong).unsqueeze(0) + qt.shift;  // [n, m]
-  }
-  s.add_(Shifted(bd, qt, *band, m));
-  if (tq.seg_same.defined()) {
-    auto diff = hs.diff.narrow(0, qt.i0, qt.n).narrow(1, j0, m);  // [n, m]
-    s.add_(tq.seg_same).addcmul_(diff.to(s.scalar_type()), tq.seg_delta);
-  }
-  if (hs.mask.defined()) {
-    s.masked_fill_(hs.mask.narrow(0, qt.i0, qt.n).narrow(1, j0, m), -kInf);
+// Keys [j0, j0 + m) of a query tile: k_r rows [c_lo, c_lo + w) hold every
+// relative index j + qlen - pos_r the tile needs.
+struct KeyTile {
+  int64_t j0 = 0, m = 0, c_lo = 0, w = 0;
+};
+
+KeyTile MakeKeyTile(int64_t j0, int64_t m, int64_t qlen, int64_t pmin,
+                    int64_t pmax) {
+  return {j0, m, j0 + qlen - pmax, m + pmax - pmin};
+}
+
+// The scaled scores [n, m] of a tile: content product, the band of position
+// products [n, w] shifted per row, segment term, masks (-inf). Writes each
+// row's maximum to row_max when given.
+template <typename T>
+torch::Tensor Scores(const HeadSlices& hs, const QueryTile<T>& qt,
+                     const KeyTile& kt, T* row_max) {
+  auto s = torch::mm(qt.qw, hs.k.narrow(0, kt.j0, kt.m).t());      // [n, m]
+  auto bd = torch::mm(qt.qr, hs.kr.narrow(0, kt.c_lo, kt.w).t());  // [n, w]
+  T* sp = s.template data_ptr<T>();
+  const T* bp = bd.template data_ptr<T>();
+  const bool seg = !qt.same.empty();
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < qt.n; ++r) {
+    T* row = sp + r * kt.m;
+    const T* band = bp + r * kt.w + qt.shift[r];
+    for (int64_t c = 0; c < kt.m; ++c) row[c] += band[c];
+    if (seg) {
+      const bool* other = hs.diff.At(qt.i0 + r, kt.j0);
+      const T same = qt.same[r], delta = qt.delta[r];
+      const int64_t cs = hs.diff.col_stride;
+      for (int64_t c = 0; c < kt.m; ++c) {
+        row[c] += other[c * cs] ? same + delta : same;
+      }
+    }
+    if (hs.mask.data != nullptr) {
+      const bool* blocked = hs.mask.At(qt.i0 + r, kt.j0);
+      const int64_t cs = hs.mask.col_stride;
+      for (int64_t c = 0; c < kt.m; ++c) {
+        if (blocked[c * cs]) row[c] = kNegInf;
+      }
+    }
+    if (row_max != nullptr) {
+      T mx = kNegInf;
+      for (int64_t c = 0; c < kt.m; ++c) mx = std::max(mx, row[c]);
+      row_max[r] = mx;
+    }
   }
   return s;
 }
 
-// The dropout multipliers (0 or 1 / (1 - p)) of rows [i0, i0 + n) x keys
-// [j0, j0 + m) of head slice bh: [n, m].
+// row[c] -= offset[r] for every row of x [n, m] (contiguous), then exp.
 template <typename T>
-void FillDropoutScale(T* out, const AttentionDropout& d, int64_t bh, int64_t i0,
-                      int64_t n, int64_t j0, int64_t m) {
-  const uint32_t threshold = AttentionKeepThreshold(d.p);
-  const T kept = static_cast<T>(1.0 / (1.0 - d.p));
+void SubtractRowsThenExp(torch::Tensor& x, const T* offset) {
+  const int64_t n = x.size(0), m = x.size(1);
+  T* p = x.template data_ptr<T>();
   for (int64_t r = 0; r < n; ++r) {
-    T* row = out + r * m;
-    int64_t j = j0;
-    while (j < j0 + m) {
-      const int64_t base = j & ~int64_t{3};
-      const uint32_t bits =
-          AttentionKeepBits4(d.seed, d.offset, bh, i0 + r, base, threshold);
-      for (; j < base + 4 && j < j0 + m; ++j) {
-        row[j - j0] = (bits >> (j - base)) & 1u ? kept : T(0);
-      }
-    }
+    const T o = offset[r];
+    for (int64_t c = 0; c < m; ++c) p[r * m + c] -= o;
   }
+  x.exp_();
 }
 
-torch::Tensor DropoutScale(const AttentionDropout& d, int64_t bh, int64_t i0,
-                           int64_t n, int64_t j0, int64_t m,
-                           torch::ScalarType dtype) {
-  auto z = torch::empty({n, m}, torch::TensorOptions().dtype(dtype));
-  AT_DISPATCH_FLOATING_TYPES(dtype, "attention_dropout", [&] {
-    FillDropoutScale<scalar_t>(z.data_ptr<scalar_t>(), d, bh, i0, n, j0, m);
-  });
-  return z;
-}
-
-int64_t KeyTile(const AttentionTiles& tiles, int64_t klen) {
+int64_t KeyTileSize(const AttentionTiles& tiles, int64_t klen) {
   return tiles.key > 0 ? std::min(tiles.key, klen) : klen;
 }
 
-// Work items run on LibTorch's intra-op threads, each with single-threaded
-// ops; autocast (thread-local, set only on the calling thread) and autograd
-// stay out of them.
+// Runs f(item) for items [0, n) on the intra-op threads. Autocast (a
+// thread-local setting of the calling thread) and autograd stay out.
 template <typename F>
 void ParallelItems(int64_t n, const F& f) {
   at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
@@ -321,51 +384,87 @@ torch::ScalarType AccumulationType(torch::ScalarType dtype) {
   return dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
 }
 
+// [B, H, T, Dh] with [B, T, H, Dh] memory, the projections' layout: rows of
+// one (b, h) are H * Dh apart, and PostAttention's transpose back to
+// [B, T, H * Dh] costs no copy.
+torch::Tensor EmptyHeadMajor(int64_t b, int64_t h, int64_t t, int64_t dh,
+                             const torch::TensorOptions& opts) {
+  return torch::empty_strided({b, h, t, dh}, {t * h * dh, dh, h * dh, 1}, opts);
+}
+
+// Writes src [n, Dh] (contiguous) times `scale` into dst [n, Dh] (any row
+// stride, unit column stride).
+template <typename T>
+void StoreRows(const torch::Tensor& src, T scale, torch::Tensor dst) {
+  const int64_t n = src.size(0), dh = src.size(1), ld = dst.stride(0);
+  const T* s = src.template data_ptr<T>();
+  T* d = dst.template data_ptr<T>();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < dh; ++c) d[r * ld + c] = scale * s[r * dh + c];
+  }
+}
+
 // Forward: out [B, H, Lq, Dh] and the log-sum-exp of each row's scaled
 // scores [B, H, Lq] (+inf for a row with every key masked), both in the
-// accumulation dtype.
+// accumulation dtype T.
+template <typename T>
 void TiledForward(const Inputs& in, const FusedState& st, const Geometry& g,
                   torch::Tensor* out, torch::Tensor* lse) {
   const auto opts = in.qw.options();
-  // [B, Lq, H, Dh] memory seen as [B, H, Lq, Dh]: PostAttention's
-  // transpose + reshape back to [B, Lq, H*Dh] is then free.
-  *out = torch::empty_strided({g.b, g.h, g.lq, g.dh},
-                              {g.lq * g.h * g.dh, g.dh, g.h * g.dh, 1}, opts);
+  *out = EmptyHeadMajor(g.b, g.h, g.lq, g.dh, opts);
   *lse = torch::empty({g.b, g.h, g.lq}, opts);
   const int64_t tq = std::max<int64_t>(1, st.tiles.query);
-  const int64_t tk = KeyTile(st.tiles, g.klen);
+  const int64_t tk = KeyTileSize(st.tiles, g.klen);
   const int64_t q_tiles = (g.lq + tq - 1) / tq;
+  const bool drop = st.dropout.p > 0;
+  const uint32_t threshold = AttentionKeepThreshold(st.dropout.p);
+  const T kept = static_cast<T>(1.0 / (1.0 - st.dropout.p));
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   ParallelItems(g.b * g.h * q_tiles, [&](int64_t item) {
     const int64_t bh = item / q_tiles, b = bh / g.h, h = bh % g.h;
     const HeadSlices hs = Slice(in, st, b, h);
     const int64_t i0 = (item % q_tiles) * tq, n = std::min(tq, g.lq - i0);
-    const QueryTile qt = MakeQueryTile(hs, i0, n);
-    const TileQueries q = LoadQueries(hs, qt, st.scale);
-    auto acc = torch::zeros({n, g.dh}, opts);       // [n, Dh]
-    auto m_run = torch::full({n, 1}, -kInf, opts);  // [n, 1]
-    auto l_run = torch::zeros({n, 1}, opts);        // [n, 1]
-    torch::Tensor m_safe = torch::zeros({n, 1}, opts);
+    const QueryTile<T> qt = LoadQueryTile<T>(hs, i0, n, st.scale);
+    auto acc = torch::zeros({n, g.dh}, opts);  // [n, Dh]
+    T* ap = acc.template data_ptr<T>();
+    std::vector<T> m_run(n, kNegInf), l_run(n, 0), m_safe(n, 0), tile_max(n),
+        alpha(n);
+    std::vector<uint8_t> keep(drop ? tk : 0);
     for (int64_t j0 = 0; j0 < g.klen; j0 += tk) {
-      const int64_t m = std::min(tk, g.klen - j0);
-      Band band;
-      auto s = Scores(hs, qt, q, st.qlen, j0, m, &band);  // [n, m]
-      auto m_new = torch::max(m_run, s.amax({1}, true));  // [n, 1]
-      // A row with nothing visible so far keeps max -inf: subtract 0 then.
-      m_safe = m_new.masked_fill(m_new == -kInf, 0.0);
-      s.sub_(m_safe).exp_();                 // p~ [n, m]
-      auto alpha = (m_run - m_safe).exp_();  // [n, 1]
-      l_run.mul_(alpha).add_(s.sum(1, true));
-      if (st.dropout.p > 0) {
-        s.mul_(DropoutScale(st.dropout, hs.bh, i0, n, j0, m, s.scalar_type()));
+      const KeyTile kt =
+          MakeKeyTile(j0, std::min(tk, g.klen - j0), st.qlen, qt.pmin, qt.pmax);
+      auto s = Scores(hs, qt, kt, tile_max.data());  // [n, m]
+      for (int64_t r = 0; r < n; ++r) {
+        const T m_new = std::max(m_run[r], tile_max[r]);
+        // A row with nothing visible so far keeps max -inf: subtract 0.
+        m_safe[r] = m_new == kNegInf ? T(0) : m_new;
+        alpha[r] = std::exp(m_run[r] - m_safe[r]);  // 0 while m_run is -inf
+        m_run[r] = m_new;
       }
-      acc.mul_(alpha).addmm_(s, hs.v.narrow(0, j0, m));
-      m_run = m_new;
+      SubtractRowsThenExp(s, m_safe.data());  // p~ [n, m]
+      T* sp = s.template data_ptr<T>();
+      for (int64_t r = 0; r < n; ++r) {
+        T* row = sp + r * kt.m;
+        T sum = 0;
+        for (int64_t c = 0; c < kt.m; ++c) sum += row[c];
+        l_run[r] = l_run[r] * alpha[r] + sum;
+        if (drop) {
+          KeepRow(st.dropout, threshold, hs.bh, i0 + r, j0, kt.m, keep.data());
+          for (int64_t c = 0; c < kt.m; ++c) row[c] *= keep[c] ? kept : T(0);
+        }
+        for (int64_t c = 0; c < g.dh; ++c) ap[r * g.dh + c] *= alpha[r];
+      }
+      acc.addmm_(s, hs.v.narrow(0, j0, kt.m));
     }
-    auto none = l_run == 0;  // [n, 1]
-    auto inv = l_run.reciprocal().masked_fill_(none, 0.0);
-    (*out)[b][h].narrow(0, i0, n).copy_(acc.mul_(inv));
-    auto row_lse = (m_safe + l_run.log()).masked_fill_(none, kInf);  // [n, 1]
-    (*lse)[b][h].narrow(0, i0, n).copy_(row_lse.squeeze(1));
+    T* lp = (*lse)[b][h].template data_ptr<T>() + i0;
+    for (int64_t r = 0; r < n; ++r) {
+      const bool none = l_run[r] == 0;
+      const T inv = none ? T(0) : T(1) / l_run[r];
+      for (int64_t c = 0; c < g.dh; ++c) ap[r * g.dh + c] *= inv;
+      lp[r] = none ? std::numeric_limits<T>::infinity()
+                   : m_safe[r] + std::log(l_run[r]);
+    }
+    StoreRows<T>(acc, T(1), (*out)[b][h].narrow(0, i0, n));
   });
 }
 
@@ -375,83 +474,106 @@ struct Grads {
 
 // Backward by recomputation, parallel over (b, h): each item owns dk, dv
 // and its k_r gradient slice; dqw, dqr, dseg rows are written once.
+template <typename T>
 Grads TiledBackward(const Inputs& in, const FusedState& st, const Geometry& g,
                     const torch::Tensor& out, const torch::Tensor& lse,
                     const torch::Tensor& dout) {
   const auto opts = in.qw.options();
   Grads gr;
-  gr.qw = torch::empty({g.b, g.h, g.lq, g.dh}, opts);
-  gr.qr = torch::empty({g.b, g.h, g.lq, g.dh}, opts);
-  gr.k = torch::empty({g.b, g.h, g.klen, g.dh}, opts);
-  gr.v = torch::empty({g.b, g.h, g.klen, g.dh}, opts);
+  gr.qw = EmptyHeadMajor(g.b, g.h, g.lq, g.dh, opts);
+  gr.qr = EmptyHeadMajor(g.b, g.h, g.lq, g.dh, opts);
+  gr.k = EmptyHeadMajor(g.b, g.h, g.klen, g.dh, opts);
+  gr.v = EmptyHeadMajor(g.b, g.h, g.klen, g.dh, opts);
   auto dkr = torch::zeros({g.b, g.h, g.rlen, g.dh}, opts);  // per sample
   if (st.has_seg) gr.seg = torch::empty({g.b, g.h, g.lq, 2}, opts);
   const int64_t tq = std::max<int64_t>(1, st.tiles.query);
-  const int64_t tk = KeyTile(st.tiles, g.klen);
+  const int64_t tk = KeyTileSize(st.tiles, g.klen);
+  const bool drop = st.dropout.p > 0;
+  const uint32_t threshold = AttentionKeepThreshold(st.dropout.p);
+  const T kept = static_cast<T>(1.0 / (1.0 - st.dropout.p));
+  const T scale = static_cast<T>(st.scale);
   ParallelItems(g.b * g.h, [&](int64_t bh) {
     const int64_t b = bh / g.h, h = bh % g.h;
     const HeadSlices hs = Slice(in, st, b, h);
     auto dk = torch::zeros({g.klen, g.dh}, opts);
     auto dv = torch::zeros({g.klen, g.dh}, opts);
     auto dkr_bh = dkr[b][h];  // [R, Dh]
-    const auto o_bh = out[b][h], do_bh = dout[b][h], lse_bh = lse[b][h];
+    const auto o_bh = out[b][h], do_bh = dout[b][h];
+    const T* lse_bh = lse[b][h].template data_ptr<T>();
+    std::vector<uint8_t> keep(drop ? tk : 0);
     for (int64_t i0 = 0; i0 < g.lq; i0 += tq) {
       const int64_t n = std::min(tq, g.lq - i0);
-      const QueryTile qt = MakeQueryTile(hs, i0, n);
-      const TileQueries q = LoadQueries(hs, qt, st.scale);
-      auto d_out = do_bh.narrow(0, i0, n);  // [n, Dh]
-      // D_i = sum_j P_ij dP_ij = dO_i . O_i (dropout included).
-      auto d_row = (d_out * o_bh.narrow(0, i0, n)).sum(1, true);  // [n, 1]
-      auto row_lse = lse_bh.narrow(0, i0, n).unsqueeze(1);        // [n, 1]
+      const QueryTile<T> qt = LoadQueryTile<T>(hs, i0, n, st.scale);
+      const auto d_out = do_bh.narrow(0, i0, n).contiguous();  // [n, Dh]
+      const auto o_t = o_bh.narrow(0, i0, n).contiguous();     // [n, Dh]
+      const T* dop = d_out.template data_ptr<T>();
+      const T* op = o_t.template data_ptr<T>();
+      // D_r = sum_j P_rj dP_rj = dO_r . O_r (dropout included).
+      std::vector<T> d_row(n, 0), dsame(n, 0), dother(n, 0);
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < g.dh; ++c) {
+          d_row[r] += dop[r * g.dh + c] * op[r * g.dh + c];
+        }
+      }
       auto dqw = torch::zeros({n, g.dh}, opts);
       auto dqr = torch::zeros({n, g.dh}, opts);
-      torch::Tensor dseg_same, dseg_delta;
-      if (st.has_seg) {
-        dseg_same = torch::zeros({n, 1}, opts);
-        dseg_delta = torch::zeros({n, 1}, opts);
-      }
       for (int64_t j0 = 0; j0 < g.klen; j0 += tk) {
-        const int64_t m = std::min(tk, g.klen - j0);
-        Band band;
-        auto p = Scores(hs, qt, q, st.qlen, j0, m, &band);  // [n, m]
-        p.sub_(row_lse).exp_();                             // P
-        auto v_j = hs.v.narrow(0, j0, m), k_j = hs.k.narrow(0, j0, m);
-        auto dp = torch::mm(d_out, v_j.t());  // [n, m]
-        if (st.dropout.p > 0) {
-          auto z =
-              DropoutScale(st.dropout, hs.bh, i0, n, j0, m, p.scalar_type());
-          dv.narrow(0, j0, m).addmm_((p * z).t(), d_out);
-          dp.mul_(z);
-        } else {
-          dv.narrow(0, j0, m).addmm_(p.t(), d_out);
+        const KeyTile kt = MakeKeyTile(j0, std::min(tk, g.klen - j0), st.qlen,
+                                       qt.pmin, qt.pmax);
+        auto p = Scores<T>(hs, qt, kt, nullptr);  // [n, m]
+        SubtractRowsThenExp(p, lse_bh + i0);      // P
+        const auto v_j = hs.v.narrow(0, j0, kt.m),
+                   k_j = hs.k.narrow(0, j0, kt.m);
+        auto ds = torch::mm(d_out, v_j.t());  // dP (before dropout) [n, m]
+        T* pp = p.template data_ptr<T>();
+        T* dsp = ds.template data_ptr<T>();
+        for (int64_t r = 0; r < n; ++r) {
+          T* prow = pp + r * kt.m;
+          T* drow = dsp + r * kt.m;
+          if (drop) {
+            KeepRow(st.dropout, threshold, hs.bh, i0 + r, j0, kt.m,
+                    keep.data());
+          }
+          T same = 0, other = 0;
+          const bool* diff = st.has_seg ? hs.diff.At(i0 + r, j0) : nullptr;
+          for (int64_t c = 0; c < kt.m; ++c) {
+            const T z = drop ? (keep[c] ? kept : T(0)) : T(1);
+            const T grad = prow[c] * (drow[c] * z - d_row[r]);  // dL/dS
+            drow[c] = grad;
+            prow[c] *= z;  // the dropped-out P that multiplied V
+            if (diff != nullptr) {
+              (diff[c * hs.diff.col_stride] ? other : same) += grad;
+            }
+          }
+          dsame[r] += same;
+          dother[r] += other;
         }
-        auto ds = dp.sub_(d_row).mul_(p);  // dL/dS [n, m]
+        dv.narrow(0, j0, kt.m).addmm_(p.t(), d_out);
         dqw.addmm_(ds, k_j);
-        dk.narrow(0, j0, m).addmm_(ds.t(), q.qw);
-        auto dbd = torch::zeros({n, band.w}, opts);  // [n, w]
-        if (qt.consecutive) {
-          Shifted(dbd, qt, band, m).copy_(ds);
-        } else {
-          dbd.scatter_(1, band.index, ds);
+        dk.narrow(0, j0, kt.m).addmm_(ds.t(), qt.qw);
+        auto dbd = torch::zeros({n, kt.w}, opts);  // [n, w]
+        T* bp = dbd.template data_ptr<T>();
+        for (int64_t r = 0; r < n; ++r) {
+          std::copy(dsp + r * kt.m, dsp + (r + 1) * kt.m,
+                    bp + r * kt.w + qt.shift[r]);
         }
-        dqr.addmm_(dbd, hs.kr.narrow(0, band.c_lo, band.w));
-        dkr_bh.narrow(0, band.c_lo, band.w).addmm_(dbd.t(), q.qr);
-        if (st.has_seg) {
-          auto diff = hs.diff.narrow(0, i0, n).narrow(1, j0, m);
-          dseg_same.add_(ds.sum(1, true));
-          dseg_delta.add_((ds * diff.to(ds.scalar_type())).sum(1, true));
-        }
+        const auto kr_band = hs.kr.narrow(0, kt.c_lo, kt.w);
+        dqr.addmm_(dbd, kr_band);
+        dkr_bh.narrow(0, kt.c_lo, kt.w).addmm_(dbd.t(), qt.qr);
       }
-      gr.qw[b][h].narrow(0, i0, n).copy_(dqw.mul_(st.scale));
-      gr.qr[b][h].narrow(0, i0, n).copy_(dqr.mul_(st.scale));
+      StoreRows<T>(dqw, scale, gr.qw[b][h].narrow(0, i0, n));
+      StoreRows<T>(dqr, scale, gr.qr[b][h].narrow(0, i0, n));
       if (st.has_seg) {
-        auto dseg = gr.seg[b][h].narrow(0, i0, n);  // [n, 2]
-        dseg.narrow(1, 0, 1).copy_((dseg_same - dseg_delta).mul_(st.scale));
-        dseg.narrow(1, 1, 1).copy_(dseg_delta.mul_(st.scale));
+        T* sg = gr.seg[b][h].template data_ptr<T>() + 2 * i0;  // [n, 2]
+        for (int64_t r = 0; r < n; ++r) {
+          // seg_0 weighs same-segment keys, seg_1 the others.
+          sg[2 * r] = scale * dsame[r];
+          sg[2 * r + 1] = scale * dother[r];
+        }
       }
     }
-    gr.k[b][h].copy_(dk);
-    gr.v[b][h].copy_(dv);
+    StoreRows<T>(dk, T(1), gr.k[b][h]);
+    StoreRows<T>(dv, T(1), gr.v[b][h]);
   });
   gr.kr =
       g.kr_batch == 1 && g.b > 1 ? dkr.sum(0, true) : dkr;  // [Bk, H, R, Dh]
@@ -473,7 +595,9 @@ struct TiledAttentionFunction
     const Inputs in = ToAccumulation(inputs[0], inputs[1], inputs[2], inputs[3],
                                      inputs[4], seg, state->bias, acc);
     torch::Tensor out_acc, lse;
-    TiledForward(in, *state, g, &out_acc, &lse);
+    AT_DISPATCH_FLOATING_TYPES(acc, "tiled_attention_forward", [&] {
+      TiledForward<scalar_t>(in, *state, g, &out_acc, &lse);
+    });
     std::vector<torch::Tensor> saved(inputs.begin(), inputs.end());
     saved.push_back(out_acc);
     saved.push_back(lse);
@@ -497,8 +621,11 @@ struct TiledAttentionFunction
     const auto acc = AccumulationType(saved[0].scalar_type());
     const Inputs in = ToAccumulation(saved[0], saved[1], saved[2], saved[3],
                                      saved[4], seg, state->bias, acc);
-    const Grads gr = TiledBackward(in, *state, g, saved[n_in], saved[n_in + 1],
+    Grads gr;
+    AT_DISPATCH_FLOATING_TYPES(acc, "tiled_attention_backward", [&] {
+      gr = TiledBackward<scalar_t>(in, *state, g, saved[n_in], saved[n_in + 1],
                                    grad_outputs[0].to(acc));
+    });
     const torch::Tensor* grads[] = {&gr.qw, &gr.qr, &gr.k,
                                     &gr.v,  &gr.kr, &gr.seg};
     for (size_t i = 0; i < n_in; ++i) {
@@ -597,12 +724,20 @@ torch::Tensor FusedRelativeAttentionCore(
 
 torch::Tensor AttentionDropoutKeepMask(int64_t b, int64_t h, int64_t lq,
                                        int64_t k, const AttentionDropout& d) {
-  auto scale = torch::empty({b, h, lq, k}, torch::kDouble);
-  auto* data = scale.data_ptr<double>();
+  // The scalar reference (philox.h), not the CPU path's vectorised rows.
+  auto keep = torch::empty({b, h, lq, k}, torch::kBool);
+  bool* data = keep.data_ptr<bool>();
+  const uint32_t threshold = AttentionKeepThreshold(d.p);
   for (int64_t bh = 0; bh < b * h; ++bh) {
-    FillDropoutScale<double>(data + bh * lq * k, d, bh, 0, lq, 0, k);
+    for (int64_t i = 0; i < lq; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        const uint32_t bits = AttentionKeepBits4(d.seed, d.offset, bh, i,
+                                                 j & ~int64_t{3}, threshold);
+        data[(bh * lq + i) * k + j] = (bits >> (j & 3)) & 1u;
+      }
+    }
   }
-  return scale > 0;
+  return keep;
 }
 
 }  // namespace xlnet
