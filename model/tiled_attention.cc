@@ -216,7 +216,8 @@ struct HeadSlices {
 };
 
 struct Inputs {
-  torch::Tensor qw, qr, k, v, kr, seg;  // accumulation dtype, detached
+  torch::Tensor qw, qr, k, v, kr, seg;  // accumulation dtype, detached; qw,
+                                        // qr, seg times the scale
   torch::Tensor pos;                    // [B, Lq] int64 contiguous or undefined
 };
 
@@ -247,14 +248,13 @@ struct QueryTile {
   int64_t i0 = 0, n = 0;
   int64_t pmin = 0, pmax = 0;
   std::vector<int64_t> shift;  // pmax - pos_r: row r's offset in the band
-  torch::Tensor qw, qr;        // [n, Dh] times scale, contiguous
+  torch::Tensor qw, qr;        // [n, Dh] times scale (views)
   std::vector<T> same,
       delta;  // scale * seg[:, 0], scale * (seg[:, 1] - seg[:, 0])
 };
 
 template <typename T>
-QueryTile<T> LoadQueryTile(const HeadSlices& hs, int64_t i0, int64_t n,
-                           double scale) {
+QueryTile<T> LoadQueryTile(const HeadSlices& hs, int64_t i0, int64_t n) {
   QueryTile<T> t;
   t.i0 = i0;
   t.n = n;
@@ -269,16 +269,16 @@ QueryTile<T> LoadQueryTile(const HeadSlices& hs, int64_t i0, int64_t n,
     t.pmax = *std::max_element(p, p + n);
     for (int64_t r = 0; r < n; ++r) t.shift[r] = t.pmax - p[r];
   }
-  t.qw = hs.qw.narrow(0, i0, n) * scale;  // [n, Dh]
-  t.qr = hs.qr.narrow(0, i0, n) * scale;  // [n, Dh]
+  t.qw = hs.qw.narrow(0, i0, n);  // [n, Dh], scaled by ToAccumulation
+  t.qr = hs.qr.narrow(0, i0, n);  // [n, Dh]
   if (hs.seg.defined()) {
     auto seg = hs.seg.narrow(0, i0, n).contiguous();  // [n, 2]
     const T* sg = seg.template data_ptr<T>();
     t.same.resize(n);
     t.delta.resize(n);
     for (int64_t r = 0; r < n; ++r) {
-      t.same[r] = static_cast<T>(scale) * sg[2 * r];
-      t.delta[r] = static_cast<T>(scale) * (sg[2 * r + 1] - sg[2 * r]);
+      t.same[r] = sg[2 * r];
+      t.delta[r] = sg[2 * r + 1] - sg[2 * r];
     }
   }
   return t;
@@ -363,17 +363,20 @@ void ParallelItems(int64_t n, const F& f) {
   });
 }
 
+// The op's inputs in the accumulation dtype, the query-side ones (qw, qr,
+// seg) times the softmax scale, so tiles are views and score = qw.k + ...
 Inputs ToAccumulation(const torch::Tensor& qw, const torch::Tensor& qr,
                       const torch::Tensor& k, const torch::Tensor& v,
                       const torch::Tensor& k_r, const torch::Tensor& seg,
-                      const AttentionBias& bias, torch::ScalarType acc) {
+                      const AttentionBias& bias, double scale,
+                      torch::ScalarType acc) {
   Inputs in;
-  in.qw = qw.detach().to(acc);
-  in.qr = qr.detach().to(acc);
+  in.qw = qw.detach().to(acc) * scale;
+  in.qr = qr.detach().to(acc) * scale;
   in.k = k.detach().to(acc);
   in.v = v.detach().to(acc);
   in.kr = k_r.detach().to(acc);
-  if (seg.defined()) in.seg = seg.detach().to(acc);
+  if (seg.defined()) in.seg = seg.detach().to(acc) * scale;
   if (bias.query_pos.defined()) {
     in.pos = bias.query_pos.to(torch::kLong).contiguous();
   }
@@ -424,7 +427,7 @@ void TiledForward(const Inputs& in, const FusedState& st, const Geometry& g,
     const int64_t bh = item / q_tiles, b = bh / g.h, h = bh % g.h;
     const HeadSlices hs = Slice(in, st, b, h);
     const int64_t i0 = (item % q_tiles) * tq, n = std::min(tq, g.lq - i0);
-    const QueryTile<T> qt = LoadQueryTile<T>(hs, i0, n, st.scale);
+    const QueryTile<T> qt = LoadQueryTile<T>(hs, i0, n);
     auto acc = torch::zeros({n, g.dh}, opts);  // [n, Dh]
     T* ap = acc.template data_ptr<T>();
     std::vector<T> m_run(n, kNegInf), l_run(n, 0), m_safe(n, 0), tile_max(n),
@@ -503,7 +506,7 @@ Grads TiledBackward(const Inputs& in, const FusedState& st, const Geometry& g,
     std::vector<uint8_t> keep(drop ? tk : 0);
     for (int64_t i0 = 0; i0 < g.lq; i0 += tq) {
       const int64_t n = std::min(tq, g.lq - i0);
-      const QueryTile<T> qt = LoadQueryTile<T>(hs, i0, n, st.scale);
+      const QueryTile<T> qt = LoadQueryTile<T>(hs, i0, n);
       const auto d_out = do_bh.narrow(0, i0, n).contiguous();  // [n, Dh]
       const auto o_t = o_bh.narrow(0, i0, n).contiguous();     // [n, Dh]
       const T* dop = d_out.template data_ptr<T>();
@@ -592,8 +595,9 @@ struct TiledAttentionFunction
     const Geometry g = CheckInputs(inputs[0], inputs[1], inputs[2], inputs[3],
                                    inputs[4], seg, state->bias, state->qlen);
     const auto acc = AccumulationType(inputs[0].scalar_type());
-    const Inputs in = ToAccumulation(inputs[0], inputs[1], inputs[2], inputs[3],
-                                     inputs[4], seg, state->bias, acc);
+    const Inputs in =
+        ToAccumulation(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4],
+                       seg, state->bias, state->scale, acc);
     torch::Tensor out_acc, lse;
     AT_DISPATCH_FLOATING_TYPES(acc, "tiled_attention_forward", [&] {
       TiledForward<scalar_t>(in, *state, g, &out_acc, &lse);
@@ -619,8 +623,9 @@ struct TiledAttentionFunction
     const Geometry g = CheckInputs(saved[0], saved[1], saved[2], saved[3],
                                    saved[4], seg, state->bias, state->qlen);
     const auto acc = AccumulationType(saved[0].scalar_type());
-    const Inputs in = ToAccumulation(saved[0], saved[1], saved[2], saved[3],
-                                     saved[4], seg, state->bias, acc);
+    const Inputs in =
+        ToAccumulation(saved[0], saved[1], saved[2], saved[3], saved[4], seg,
+                       state->bias, state->scale, acc);
     Grads gr;
     AT_DISPATCH_FLOATING_TYPES(acc, "tiled_attention_backward", [&] {
       gr = TiledBackward<scalar_t>(in, *state, g, saved[n_in], saved[n_in + 1],
@@ -635,7 +640,59 @@ struct TiledAttentionFunction
   }
 };
 
+// One draw from the default CPU generator: the seed of a counter-based
+// dropout. Activation checkpointing replays it (it restores the generator)
+// and the trainer saves the generator with every checkpoint.
+uint64_t DrawCpuSeed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+// The counter's third word for CounterDropout (the fused op uses b*H + h).
+constexpr int64_t kCounterDropoutStream = 0xFFFFFFFF;
+
 }  // namespace
+
+torch::Tensor CounterDropout(const torch::Tensor& x, double p, bool training) {
+  if (!training || p <= 0) return x;
+  TORCH_CHECK(p < 1, "dropout must be in [0, 1), got ", p);
+  TORCH_CHECK(x.device().is_cpu() && at::isFloatingType(x.scalar_type()),
+              "CounterDropout: floating CPU tensors, got ", x.scalar_type(),
+              " on ", x.device());
+  AttentionDropout d;
+  d.p = p;
+  d.seed = DrawCpuSeed();
+  const uint32_t threshold = AttentionKeepThreshold(p);
+  auto mask = torch::empty(x.sizes(), x.options().requires_grad(false));
+  const int64_t n = mask.numel();
+  constexpr int64_t kRow = 4096;  // flat index = row * kRow + column
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, mask.scalar_type(), "counter_dropout", [&] {
+        scalar_t* out = mask.data_ptr<scalar_t>();
+        const scalar_t kept = static_cast<scalar_t>(1.0 / (1.0 - p));
+        at::parallel_for(
+            0, (n + kRow - 1) / kRow, 16, [&](int64_t r0, int64_t r1) {
+              std::vector<uint8_t> keep(kRow);
+              for (int64_t r = r0; r < r1; ++r) {
+                const int64_t m = std::min(kRow, n - r * kRow);
+                KeepRow(d, threshold, kCounterDropoutStream, r, 0, m,
+                        keep.data());
+                scalar_t* row = out + r * kRow;
+                for (int64_t c = 0; c < m; ++c) {
+                  row[c] = keep[c] ? kept : static_cast<scalar_t>(0);
+                }
+              }
+            });
+      });
+  return x * mask;
+}
+
+torch::Tensor BackboneDropout(const torch::Tensor& x, double p, bool training,
+                              bool counter) {
+  return counter ? CounterDropout(x, p, training)
+                 : torch::dropout(x, p, training);
+}
 
 torch::Tensor FusedRelativeAttention(
     const torch::Tensor& qw, const torch::Tensor& qr, const torch::Tensor& k,
@@ -713,9 +770,7 @@ torch::Tensor FusedRelativeAttentionCore(
   AttentionDropout drop;
   if (training && dropout > 0) {
     drop.p = dropout;
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    drop.seed = gen.get<at::CPUGeneratorImpl>()->random64();
+    drop.seed = DrawCpuSeed();
   }
   return FusedRelativeAttention(qw, qr, k, v.to(dtype), k_r.to(dtype), seg,
                                 bias, qlen, 1.0 / std::sqrt(double(dh)), drop,

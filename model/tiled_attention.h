@@ -93,6 +93,19 @@ torch::Tensor FusedRelativeAttentionCore(
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training, const AttentionOptions& options);
 
+// Dropout of any tensor from the same counter-based generator: x * keep /
+// (1 - p), keep drawn for x's flat index from one seed per call (a draw from
+// the default CPU generator, like the fused op's), the mask built in
+// parallel. With attention 'tiled' every dropout of the backbone uses it:
+// LibTorch's CPU dropout draws its Bernoulli mask serially from a mutexed
+// generator, which on a few cores costs about as much as a matmul of the
+// layer. Identity when !training or p == 0.
+torch::Tensor CounterDropout(const torch::Tensor& x, double p, bool training);
+
+// torch::dropout, or CounterDropout when `counter`.
+torch::Tensor BackboneDropout(const torch::Tensor& x, double p, bool training,
+                              bool counter);
+
 // The keep decisions of AttentionDropout as a [B, H, Lq, K] bool tensor
 // (true = kept): the reference for tests; the op never materialises it.
 torch::Tensor AttentionDropoutKeepMask(int64_t b, int64_t h, int64_t lq,

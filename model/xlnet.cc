@@ -190,9 +190,9 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   } else {
     y = torch::relu(y);
   }
-  y = torch::dropout(y, dropout, is_training());
+  y = BackboneDropout(y, dropout, is_training(), counter_dropout);
   y = layer_2(y);                                         // [B, T, D]
-  y = torch::dropout(y, dropout, is_training());
+  y = BackboneDropout(y, dropout, is_training(), counter_dropout);
   return layer_norm(y + x);
 }
 
@@ -375,6 +375,15 @@ void XLNetModelImpl::ResetParameters() {
   }
 }
 
+void XLNetModelImpl::SetAttention(const AttentionOptions& options) {
+  attention_ = options;
+  for (size_t n = 0; n < layer->size(); ++n) {
+    auto l = layer->ptr<XLNetLayerImpl>(n);
+    l->rel_attn->counter_dropout = options.impl == AttentionImpl::kTiled;
+    l->ff->counter_dropout = options.impl == AttentionImpl::kTiled;
+  }
+}
+
 XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
                                      const XLNetForwardOptions& options) {
   const auto& ids = inputs.input_ids;
@@ -429,14 +438,18 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     }
   }
 
-  auto h = torch::dropout(word_embedding(ids), p_drop, training);              // [B, L, D]
+  const bool counter = attention_.impl == AttentionImpl::kTiled;
+  const auto drop = [&](const torch::Tensor& x) {
+    return BackboneDropout(x, p_drop, training, counter);
+  };
+  auto h = drop(word_embedding(ids));                                          // [B, L, D]
   torch::Tensor g;
   if (two_stream) {
-    g = torch::dropout(mask_emb.expand({b, p, d}), p_drop, training);           // [B, P, D]
+    g = drop(mask_emb.expand({b, p, d}));                                        // [B, P, D]
   }
   auto pos_emb = RelativePositionalEncoding(l, klen, d, config_.clamp_len,
                                             config_.bi_data, ids.device());    // [Bp, R, D]
-  pos_emb = torch::dropout(pos_emb, p_drop, training);
+  pos_emb = drop(pos_emb);
   torch::Tensor half_index;
   if (config_.bi_data) {
     TORCH_CHECK(b % 2 == 0, "bi_data needs an even batch size, got ", b);
@@ -487,8 +500,8 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     h = next[0];
     if (two_stream) g = next[1];
   }
-  out.last_hidden_state = torch::dropout(h, p_drop, training);
-  if (two_stream) out.query_hidden_state = torch::dropout(g, p_drop, training);
+  out.last_hidden_state = drop(h);
+  if (two_stream) out.query_hidden_state = drop(g);
   return out;
 }
 

@@ -74,6 +74,8 @@ class FeedForwardImpl : public torch::nn::Module {
   torch::nn::LayerNorm layer_norm{nullptr};
   std::string activation;
   double dropout;
+  // Dropouts from CounterDropout (attention 'tiled').
+  bool counter_dropout = false;
 };
 TORCH_MODULE(FeedForward);
 
@@ -131,8 +133,10 @@ class XLNetModelImpl : public torch::nn::Module {
   // The attention core of every layer and both streams (train.attention):
   // unfused (default), the fused op's tiled CPU path, or its CUDA kernel.
   // Same results up to rounding with dropout 0; with dropout the fused op
-  // draws its masks from its own counter-based stream (tiled_attention.h).
-  void SetAttention(const AttentionOptions& options) { attention_ = options; }
+  // draws its masks from its own counter-based stream (tiled_attention.h),
+  // and with 'tiled' so does every other dropout of the backbone
+  // (CounterDropout).
+  void SetAttention(const AttentionOptions& options);
   const AttentionOptions& attention() const { return attention_; }
 
   torch::nn::Embedding word_embedding{nullptr};

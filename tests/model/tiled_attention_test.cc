@@ -354,6 +354,27 @@ TEST(TiledAttentionTest, WholeModelMatchesUnfused) {
   }
 }
 
+TEST(TiledAttentionTest, CounterDropoutKeepsOneMinusPScaledAndReplays) {
+  auto x = torch::ones({3, 5001}).requires_grad_();
+  auto run = [&](uint64_t seed) {
+    torch::manual_seed(seed);
+    return CounterDropout(x, 0.2, /*training=*/true);
+  };
+  const auto y = run(3);
+  EXPECT_TRUE(torch::equal(y, run(3)));
+  EXPECT_FALSE(torch::equal(y, run(4)));
+  const auto kept = y.detach() > 0;
+  EXPECT_NEAR(kept.to(torch::kDouble).mean().item<double>(), 0.8, 0.02);
+  EXPECT_LT(MaxAbsDiff(y.detach().masked_select(kept),
+                       torch::full({kept.sum().item<int64_t>()}, 1.25)),
+            1e-6);
+  y.sum().backward();  // d(x * mask)/dx = mask
+  EXPECT_TRUE(torch::equal(x.grad(), y.detach()));
+  EXPECT_TRUE(CounterDropout(x, 0.2, /*training=*/false).is_same(x));
+  const auto low = CounterDropout(x.detach().to(torch::kBFloat16), 0.5, true);
+  EXPECT_EQ(low.scalar_type(), torch::kBFloat16);
+}
+
 TEST(TiledAttentionTest, PhiloxKnownAnswers) {
   // Random123's kat_vectors for philox4x32_10.
   auto check = [](uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
