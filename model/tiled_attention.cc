@@ -654,6 +654,14 @@ constexpr int64_t kCounterDropoutStream = 0xFFFFFFFF;
 
 }  // namespace
 
+void CheckFusedAttentionInputs(const torch::Tensor& qw, const torch::Tensor& qr,
+                               const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& k_r,
+                               const torch::Tensor& seg,
+                               const AttentionBias& bias, int64_t qlen) {
+  CheckInputs(qw, qr, k, v, k_r, seg, bias, qlen);
+}
+
 torch::Tensor CounterDropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p <= 0) return x;
   TORCH_CHECK(p < 1, "dropout must be in [0, 1), got ", p);

@@ -80,6 +80,14 @@ torch::Tensor FusedRelativeAttention(
     const AttentionBias& bias, int64_t qlen, double scale,
     const AttentionDropout& dropout, const AttentionTiles& tiles = {});
 
+// The argument checks of FusedRelativeAttention (shapes, dtypes, devices);
+// TORCH_CHECK failures name the shapes.
+void CheckFusedAttentionInputs(const torch::Tensor& qw, const torch::Tensor& qr,
+                               const torch::Tensor& k, const torch::Tensor& v,
+                               const torch::Tensor& k_r,
+                               const torch::Tensor& seg,
+                               const AttentionBias& bias, int64_t qlen);
+
 // RelativeAttentionCore's contract (same arguments, same result up to
 // rounding with dropout 0) through FusedRelativeAttention. `impl` must be
 // kTiled (CPU tensors) or kCuda (CUDA tensors). In training with dropout > 0

@@ -375,6 +375,66 @@ TEST(TiledAttentionTest, CounterDropoutKeepsOneMinusPScaledAndReplays) {
   EXPECT_EQ(low.scalar_type(), torch::kBFloat16);
 }
 
+// The CUDA kernel against the CPU path, same seeds (so the same dropout
+// masks): skipped unless this build has the kernel (-DXLNET_CUDA_ATTENTION)
+// and a GPU is present. It has never run: no GPU was available when it was
+// written.
+TEST(CudaAttentionTest, MatchesTheCpuPath) {
+  if (!CudaAttentionCompiled() || !torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA attention kernel in this build or no GPU";
+  }
+  for (bool query_stream : {false, true}) {
+    for (double p : {0.0, 0.2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "query stream " << query_stream << ", dropout " << p);
+      Case c;
+      c.b = 2;
+      c.h = 3;
+      c.l = 37;
+      c.lq = query_stream ? 11 : 37;
+      c.mlen = 20;
+      c.dh = 64;
+      c.query_stream = query_stream;
+      const CoreInputs in = MakeCore(c, 15);
+      auto seg = torch::randn({c.b, c.h, c.lq, 2});
+      auto w = torch::randn({c.b, c.h, c.lq, c.dh});
+      AttentionDropout d;
+      d.p = p;
+      d.seed = 99;
+      std::vector<torch::Tensor> x = {in.x[0], in.x[0] * 0.5, in.x[1],
+                                      in.x[2], in.x[3],       seg};
+      auto run = [&](torch::Device device, torch::ScalarType dtype) {
+        std::vector<torch::Tensor> xs;
+        for (const auto& t : x) {
+          xs.push_back(t.to(device, dtype).detach().requires_grad_());
+        }
+        AttentionBias bias;
+        for (auto [dst, src] :
+             {std::pair{&bias.mask, &in.bias.mask},
+              std::pair{&bias.seg_diff, &in.bias.seg_diff},
+              std::pair{&bias.query_pos, &in.bias.query_pos}}) {
+          if (src->defined()) *dst = src->to(device);
+        }
+        auto out = FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4],
+                                          xs[5], bias, in.qlen, 0.125, d);
+        auto grads = torch::autograd::grad(
+            {(out.to(torch::kFloat) * w.to(device)).sum()}, xs);
+        std::vector<torch::Tensor> r = {out.to(torch::kCPU, torch::kFloat)};
+        for (auto& g : grads) r.push_back(g.to(torch::kCPU, torch::kFloat));
+        return r;
+      };
+      const auto cpu = run(torch::kCPU, torch::kFloat);
+      const auto gpu = run(torch::kCUDA, torch::kFloat);
+      const auto gpu_bf16 = run(torch::kCUDA, torch::kBFloat16);
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        const double scale = cpu[i].abs().max().item<double>() + 1e-12;
+        EXPECT_LT(MaxAbsDiff(gpu[i], cpu[i]), i == 0 ? 1e-5 : 1e-4) << i;
+        EXPECT_LT(MaxAbsDiff(gpu_bf16[i], cpu[i]), 0.03 * scale) << i;
+      }
+    }
+  }
+}
+
 TEST(TiledAttentionTest, PhiloxKnownAnswers) {
   // Random123's kat_vectors for philox4x32_10.
   auto check = [](uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
