@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "model/cuda/attention_kernels.h"
 #include "model/philox.h"
@@ -31,33 +32,25 @@ constexpr int kThreads = kWarps * 32;
 constexpr unsigned kFull = 0xffffffffu;
 
 template <typename T>
-__device__ __forceinline__ float ToF(T x);
-template <>
-__device__ __forceinline__ float ToF<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ float ToF<__half>(__half x) {
-  return __half2float(x);
-}
-template <>
-__device__ __forceinline__ float ToF<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
+__device__ __forceinline__ float ToF(T x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(x);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(x);
+  } else {
+    return x;
+  }
 }
 
 template <typename T>
-__device__ __forceinline__ T FromF(float x);
-template <>
-__device__ __forceinline__ float FromF<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half FromF<__half>(float x) {
-  return __float2half(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
+__device__ __forceinline__ T FromF(float x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half(x);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16(x);
+  } else {
+    return x;
+  }
 }
 
 __device__ __forceinline__ int64_t Min64(int64_t a, int64_t b) {
