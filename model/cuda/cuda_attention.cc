@@ -42,6 +42,7 @@ ca::DType KernelDType(torch::ScalarType t) {
 // (max - min) of query positions within one block of kQueryTile rows.
 int64_t BandRows(const torch::Tensor& pos, int64_t b, int64_t lq) {
   const int64_t tile = ca::kQueryTile;
+  if (lq == 0) return ca::kKeyTile;
   if (!pos.defined()) return ca::kKeyTile + std::min(tile, lq) - 1;
   const int64_t tiles = (lq + tile - 1) / tile;
   auto p = pos;  // [B, Lq]
