@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "data_pipeline/sampler.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace {

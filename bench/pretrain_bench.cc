@@ -28,14 +28,14 @@
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "data_pipeline/sampler.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
-#include "pretrain/distributed.h"
-#include "pretrain/launcher.h"
 #include "pretrain/plm_unit.h"
-#include "pretrain/pretrain_command.h"
-#include "pretrain/run_setup.h"
-#include "pretrain/trainer.h"
+#include "pretrain/pretrain.h"
+#include "train/distributed.h"
+#include "train/launcher.h"
+#include "train/run_setup.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -361,21 +361,8 @@ absl::Status Run(int argc, char** argv) {
     }
     if (f.nproc > 1 && !child) {
       // Children get the prepared data and their own scratch directory.
-      std::vector<std::string> args;
-      for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--nproc_per_node" || arg == "--master_port" ||
-            arg == "--data" || arg == "--work_dir") {
-          ++i;
-          continue;
-        }
-        if (arg.rfind("--nproc_per_node=", 0) == 0 ||
-            arg.rfind("--master_port=", 0) == 0 ||
-            arg.rfind("--data=", 0) == 0 || arg.rfind("--work_dir=", 0) == 0) {
-          continue;
-        }
-        args.push_back(arg);
-      }
+      std::vector<std::string> args =
+          xlnet::RankArgs(argc, argv, {"data", "work_dir"});
       args.insert(args.end(),
                   {"--data", f.data_dir, "--work_dir", f.work_dir + "/ranks"});
       return xlnet::LaunchLocalRanks(static_cast<int>(f.nproc), args,

@@ -85,3 +85,53 @@ function(xlnet_add_bench name)
   target_link_libraries(${target} PRIVATE ${ARG_DEPS})
   xlnet_set_compile_options(${target})
 endfunction()
+
+# xlnet_add_script_tool(verb SCRIPT file.py): build/bin/xlnet-<verb>, a copy
+# of a Python 3 script (target xlnet_tool_<verb>). Its shebang stays
+# `/usr/bin/env python3` when that python3 can import every module in
+# IMPORTS; otherwise it names Debian's /usr/bin/python3 if that one can (a
+# virtualenv or pyenv python3 first on PATH lacks Debian's packages).
+function(xlnet_add_script_tool verb)
+  cmake_parse_arguments(ARG "" "SCRIPT" "IMPORTS" ${ARGN})
+  # The choice is cached once it works (each check starts Python).
+  set(_cache XLNET_SHEBANG_${verb})
+  if(NOT ${_cache})
+    set(_check "import sys")
+    foreach(_module ${ARG_IMPORTS})
+      string(APPEND _check "\nimport ${_module}")
+    endforeach()
+    set(_shebang "")
+    foreach(_python "python3" "/usr/bin/python3")
+      execute_process(COMMAND ${_python} -c "${_check}"
+                      RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+      if(_rc EQUAL 0)
+        if(_python STREQUAL "python3")
+          set(_shebang "/usr/bin/env python3")
+        else()
+          set(_shebang ${_python})
+        endif()
+        break()
+      endif()
+    endforeach()
+    if(_shebang)
+      set(${_cache} ${_shebang} CACHE INTERNAL "shebang of xlnet-${verb}")
+    else()
+      message(WARNING "xlnet-${verb}: no python3 imports ${ARG_IMPORTS}; "
+                      "scripts/setup.sh installs the Debian packages")
+    endif()
+  endif()
+  set(_shebang "${${_cache}}")
+  if(NOT _shebang)
+    set(_shebang "/usr/bin/env python3")
+  endif()
+  set(_out ${CMAKE_BINARY_DIR}/bin/xlnet-${verb})
+  get_filename_component(_src ${ARG_SCRIPT} ABSOLUTE)
+  set(_writer ${PROJECT_SOURCE_DIR}/cmake/write_script.cmake)
+  add_custom_command(OUTPUT ${_out}
+    COMMAND ${CMAKE_COMMAND} -DSRC=${_src} -DDST=${_out}
+            "-DSHEBANG=${_shebang}" -P ${_writer}
+    DEPENDS ${_src} ${_writer}
+    COMMENT "Writing bin/xlnet-${verb}"
+    VERBATIM)
+  add_custom_target(xlnet_tool_${verb} ALL DEPENDS ${_out})
+endfunction()

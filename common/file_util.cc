@@ -9,8 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -47,15 +45,78 @@ std::string TempSibling(const std::string& path) {
                       "-", g_temp_counter++);
 }
 
+// What kind of file `mode` is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+absl::Status TooLarge(const std::string& path, uint64_t max_bytes) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": larger than the limit of ", max_bytes, " bytes"));
+}
+
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  return buffer.str();
+absl::StatusOr<int> OpenRegularFile(const std::string& path, uint64_t max_bytes,
+                                    uint64_t* size) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before the check.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const absl::Status status = ErrnoStatus("stat", path);
+    ::close(fd);
+    return status;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a regular file (", FileKind(st.st_mode), ")"));
+  }
+  // Regular files ignore O_NONBLOCK; clear it all the same.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  *size = static_cast<uint64_t>(st.st_size);
+  if (*size > max_bytes) {
+    ::close(fd);
+    return TooLarge(path, max_bytes);
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     uint64_t max_bytes) {
+  uint64_t size = 0;
+  XLNET_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, max_bytes, &size));
+  std::string contents;
+  // The size is a hint: files under /proc report 0, others may grow.
+  contents.reserve(static_cast<size_t>(size));
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const absl::Status status = absl::DataLossError(
+          absl::StrCat(path, ": read failed: ", std::strerror(errno)));
+      ::close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    if (static_cast<uint64_t>(n) > max_bytes - contents.size()) {
+      ::close(fd);
+      return TooLarge(path, max_bytes);
+    }
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return contents;
 }
 
 absl::Status WriteAll(int fd, const void* data, size_t size,

@@ -7,7 +7,9 @@
 // never a half-written one, even if the writer is killed at any point.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,8 +18,21 @@
 
 namespace xlnet {
 
-// Reads a whole file.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// No bound on the size of a file that is read whole.
+inline constexpr uint64_t kNoSizeLimit = std::numeric_limits<uint64_t>::max();
+
+// Opens `path` read-only to read it whole: refuses anything but a regular
+// file (a FIFO or device such as /dev/zero would block or never end, a
+// directory is no file) and a file of more than `max_bytes` bytes. Returns
+// the descriptor (the caller closes it) and sets `*size`. Errors name the
+// file: NotFound when it cannot be opened, InvalidArgument otherwise.
+absl::StatusOr<int> OpenRegularFile(const std::string& path, uint64_t max_bytes,
+                                    uint64_t* size);
+
+// Reads a whole regular file of at most `max_bytes` bytes (see
+// OpenRegularFile).
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     uint64_t max_bytes = kNoSizeLimit);
 
 // Writes `contents` to `path` atomically (temp file, fsync, rename, fsync dir).
 absl::Status WriteFileAtomic(const std::string& path,

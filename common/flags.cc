@@ -1,6 +1,7 @@
 #include "common/flags.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <sstream>
 
@@ -22,6 +23,11 @@ void FlagParser::AddString(const std::string& name, std::string* value,
 void FlagParser::AddInt(const std::string& name, int64_t* value,
                         const std::string& help) {
   flags_.push_back({name, Kind::kInt, value, help, std::to_string(*value)});
+}
+
+void FlagParser::AddDouble(const std::string& name, double* value,
+                           const std::string& help) {
+  flags_.push_back({name, Kind::kDouble, value, help, absl::StrCat(*value)});
 }
 
 void FlagParser::AddBool(const std::string& name, bool* value,
@@ -69,6 +75,15 @@ absl::Status FlagParser::Assign(Flag& flag, const std::string& text) {
             "--", flag.name, ": expected an integer, got '", text, "'"));
       }
       *static_cast<int64_t*>(flag.value) = v;
+      return absl::OkStatus();
+    }
+    case Kind::kDouble: {
+      double v;
+      if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag.name, ": expected a number, got '", text, "'"));
+      }
+      *static_cast<double*>(flag.value) = v;
       return absl::OkStatus();
     }
     case Kind::kBool:

@@ -26,6 +26,8 @@ class FlagParser {
   void AddString(const std::string& name, std::string* value,
                  const std::string& help);
   void AddInt(const std::string& name, int64_t* value, const std::string& help);
+  void AddDouble(const std::string& name, double* value,
+                 const std::string& help);
   void AddBool(const std::string& name, bool* value, const std::string& help);
   // May be given many times; values are appended in order.
   void AddRepeated(const std::string& name, std::vector<std::string>* values,
@@ -54,7 +56,7 @@ class FlagParser {
   const std::string& program() const { return program_; }
 
  private:
-  enum class Kind { kString, kInt, kBool, kRepeated };
+  enum class Kind { kString, kInt, kDouble, kBool, kRepeated };
   struct Flag {
     std::string name;
     Kind kind;

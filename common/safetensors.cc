@@ -1,18 +1,13 @@
 #include "common/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/mapped_file.h"
 #include "common/status.h"
 
 namespace xlnet {
@@ -196,41 +191,14 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
   return entries;
 }
 
-struct SafetensorsFile::Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr != nullptr && addr != MAP_FAILED) ::munmap(addr, size);
-  }
-  const uint8_t* bytes() const { return static_cast<const uint8_t*>(addr); }
-};
-
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  XLNET_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping,
+                         MappedFile::Open(path));
+  const uint64_t size = mapping->size();
   if (size < 8) {
-    ::close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": truncated safetensors file (", size,
                      " bytes; the 8-byte header length alone is missing)"));
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = size;
-  mapping->addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (mapping->addr == MAP_FAILED) {
-    return absl::InternalError(
-        absl::StrCat(path, ": mmap failed: ", std::strerror(errno)));
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i)
@@ -291,9 +259,8 @@ absl::StatusOr<torch::Tensor> SafetensorsFile::Load(
   return out;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>>
-SafetensorsFile::LoadAll() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
+absl::StatusOr<NamedTensors> SafetensorsFile::LoadAll() const {
+  NamedTensors out;
   for (const auto& e : entries_) {
     XLNET_ASSIGN_OR_RETURN(torch::Tensor t, Load(e.name));
     out.emplace_back(e.name, std::move(t));
@@ -306,8 +273,7 @@ uint64_t SafetensorsFile::data_bytes() const {
 }
 
 absl::Status WriteSafetensors(
-    const std::string& path,
-    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::string& path, const NamedTensors& tensors,
     const std::map<std::string, std::string>& metadata) {
   // nlohmann's ordered_json keeps insertion order, so the header lists
   // tensors in data order.

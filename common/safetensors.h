@@ -23,6 +23,11 @@
 
 namespace xlnet {
 
+class MappedFile;
+
+// Tensors by name, in order: a state dict, the contents of a tensor file.
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
 // One tensor's header entry.
 struct SafetensorsEntry {
   std::string name;
@@ -49,15 +54,13 @@ class SafetensorsFile {
   // A copy of tensor `name` as a contiguous CPU tensor of its stored dtype.
   absl::StatusOr<torch::Tensor> Load(const std::string& name) const;
   // All tensors, in file order.
-  absl::StatusOr<std::vector<std::pair<std::string, torch::Tensor>>> LoadAll()
-      const;
+  absl::StatusOr<NamedTensors> LoadAll() const;
   // Total bytes of tensor data.
   uint64_t data_bytes() const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<const MappedFile> mapping_;
   uint64_t data_offset_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, size_t> index_;
@@ -73,8 +76,7 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
 // Writes tensors (any device/layout; copied to contiguous CPU) atomically.
 // Names must be unique and non-empty.
 absl::Status WriteSafetensors(
-    const std::string& path,
-    const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::string& path, const NamedTensors& tensors,
     const std::map<std::string, std::string>& metadata = {});
 
 // Mapping between safetensors dtype names and torch dtypes.

@@ -36,11 +36,12 @@ absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
   TokenizerTrainStats stats;
   XLNET_ASSIGN_OR_RETURN(std::string bytes, TrainTokenizer(options, &stats));
   // Check what we wrote loads as an XLNet tokenizer before keeping it.
-  XLNET_ASSIGN_OR_RETURN(auto tok, Tokenizer::FromBytes(bytes, out, options.rules));
+  XLNET_ASSIGN_OR_RETURN(auto tok,
+                         Tokenizer::FromBytes(bytes, out, options.rules));
   XLNET_RETURN_IF_ERROR(WriteFileAtomic(out, bytes));
-  const double secs = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   log << absl::StrFormat(
       "wrote %s: %d pieces, hash %s, trained on %d sentences (%d invalid "
       "UTF-8 and %d over-long lines skipped) in %.1f s\n",
@@ -56,10 +57,10 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
   if (options.out.empty()) return absl::InvalidArgumentError("no --out file");
   XLNET_ASSIGN_OR_RETURN(
       auto sampler,
-      Sampler::Create(options.data_dir,
-                      MakeSamplerOptions(options.data_dir, options.config,
-                                         options.rank, options.world_size,
-                                         options.split)));
+      Sampler::Create(
+          options.data_dir,
+          MakeSamplerOptions(options.data_dir, options.config, options.rank,
+                             options.world_size, options.split)));
   const SamplerState first = sampler->State();
   std::map<std::string, std::vector<torch::Tensor>> parts;
   std::vector<std::string> order;
@@ -70,7 +71,7 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
       parts[name].push_back(tensor);
     }
   }
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  NamedTensors tensors;
   for (const std::string& name : order) {
     tensors.emplace_back(name, torch::stack(parts[name]));
   }
@@ -89,7 +90,8 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
       {"num_predict", std::to_string(d.num_predict)},
       {"bi_data", d.bi_data ? "true" : "false"},
       {"official_span_quirks", d.official_span_quirks ? "true" : "false"},
-      {"global_rows", [&] {
+      {"global_rows",
+       [&] {
          std::string rows;
          for (int64_t r : sampler->local_rows()) {
            absl::StrAppend(&rows, rows.empty() ? "" : ",", r);
@@ -107,16 +109,17 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
 }
 
 absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
-  SamplerOptions so = MakeSamplerOptions(options.data_dir, options.config, 0, 1,
-                                         options.split);
+  SamplerOptions so =
+      MakeSamplerOptions(options.data_dir, options.config, 0, 1, options.split);
   so.data.prefetch_batches = 0;
   XLNET_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(options.data_dir, so));
   if (options.row < 0 || options.row >= options.config.train.batch_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--row ", options.row, " is not in [0, batch_size=",
-        options.config.train.batch_size, ")"));
+        "--row ", options.row,
+        " is not in [0, batch_size=", options.config.train.batch_size, ")"));
   }
-  if (options.step < 0) return absl::InvalidArgumentError("--step must be >= 0");
+  if (options.step < 0)
+    return absl::InvalidArgumentError("--step must be >= 0");
   SampleDebug debug;
   const PlmBatch b = sampler->BuildRow(options.step, options.row, &debug);
   const Tokenizer& tok = sampler->tokenizer();
@@ -168,7 +171,8 @@ absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
       if (t && !open) out << "[";
       if (!t && open) out << "]";
       open = t;
-      out << tok.DecodeForDisplay({static_cast<int32_t>(ids[i].item<int64_t>())});
+      out << tok.DecodeForDisplay(
+          {static_cast<int32_t>(ids[i].item<int64_t>())});
     }
     if (open) out << "]";
     out << "\n";

@@ -1,6 +1,6 @@
 // What the `xlnet-data` verbs do (tools/data_main.cc only parses flags):
 //   tokenizer  TrainTokenizerFile
-//   prepare    PrepareShards (shards.h)
+//   prepare    PrepareShards (shard_writer.h)
 //   dump       DumpBatches
 //   inspect    InspectSample
 #pragma once
@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/config.h"
-#include "data_pipeline/shards.h"
+#include "config/config.h"
+#include "data_pipeline/shard_reader.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 
 namespace xlnet::data {
 

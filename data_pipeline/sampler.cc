@@ -71,8 +71,7 @@ class Sampler::BufferPool : public std::enable_shared_from_this<BufferPool> {
   torch::Tensor Take(std::vector<int64_t> shape, torch::ScalarType dtype) {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    const size_t bytes =
-        std::max<size_t>(1, numel * c10::elementSize(dtype));
+    const size_t bytes = std::max<size_t>(1, numel * c10::elementSize(dtype));
     void* ptr = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -109,15 +108,16 @@ class Sampler::BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::vector<std::pair<size_t, void*>> free_;
 };
 
-std::vector<std::pair<std::string, torch::Tensor>> PlmBatch::Named() const {
-  return {{"input_ids", input_ids},           {"token_type_ids", token_type_ids},
-          {"perm_mask", perm_mask},           {"target_mapping", target_mapping},
-          {"target", target},                 {"target_mask", target_mask},
+NamedTensors PlmBatch::Named() const {
+  return {{"input_ids", input_ids}, {"token_type_ids", token_type_ids},
+          {"perm_mask", perm_mask}, {"target_mapping", target_mapping},
+          {"target", target},       {"target_mask", target_mask},
           {"is_masked", is_masked}};
 }
 
 std::string SamplerState::ToString() const {
-  nlohmann::json j = {{"version", 1}, {"step", step}, {"fingerprint", fingerprint}};
+  nlohmann::json j = {
+      {"version", 1}, {"step", step}, {"fingerprint", fingerprint}};
   return j.dump();
 }
 
@@ -125,9 +125,9 @@ absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.at("version").get<int>() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampler state version ", j.at("version").dump(),
-                       " is not supported"));
+      return absl::InvalidArgumentError(absl::StrCat("sampler state version ",
+                                                     j.at("version").dump(),
+                                                     " is not supported"));
     }
     SamplerState state;
     state.step = j.at("step").get<int64_t>();
@@ -176,16 +176,16 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
   XLNET_ASSIGN_OR_RETURN(s.tokenizer_,
                          Tokenizer::Load(tokenizer_path, s.shards_->rules()));
   if (s.tokenizer_->hash() != s.shards_->tokenizer_hash()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        tokenizer_path, ": not the tokenizer the shards in ", data_dir,
-        " were made with (hash ", s.tokenizer_->hash(), ", manifest says ",
-        s.shards_->tokenizer_hash(), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(tokenizer_path, ": not the tokenizer the shards in ",
+                     data_dir, " were made with (hash ", s.tokenizer_->hash(),
+                     ", manifest says ", s.shards_->tokenizer_hash(), ")"));
   }
   if (d.uncased != s.shards_->rules().uncased ||
       d.keep_accents != s.shards_->rules().keep_accents ||
       d.use_eod != s.shards_->use_eod()) {
-    XLOG(WARNING) << data_dir << " was prepared with uncased="
-                  << s.shards_->rules().uncased
+    XLOG(WARNING) << data_dir
+                  << " was prepared with uncased=" << s.shards_->rules().uncased
                   << " keep_accents=" << s.shards_->rules().keep_accents
                   << " use_eod=" << s.shards_->use_eod()
                   << ", which differs from the data config; the shards win";
@@ -208,13 +208,15 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
 
   if (d.bi_data) {
     const int64_t h = B / (2 * W);
-    for (int64_t r = 0; r < h; ++r) s.local_rows_.push_back(options.rank * h + r);
+    for (int64_t r = 0; r < h; ++r)
+      s.local_rows_.push_back(options.rank * h + r);
     for (int64_t r = 0; r < h; ++r) {
       s.local_rows_.push_back(B / 2 + options.rank * h + r);
     }
   } else {
     const int64_t h = B / W;
-    for (int64_t r = 0; r < h; ++r) s.local_rows_.push_back(options.rank * h + r);
+    for (int64_t r = 0; r < h; ++r)
+      s.local_rows_.push_back(options.rank * h + r);
   }
 
   const int vocab = s.tokenizer_->vocab_size();
@@ -223,13 +225,14 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
     s.is_start_piece_[id] = s.tokenizer_->IsStartPiece(id) ? 1 : 0;
   }
   const std::string key = absl::StrCat(
-      "seed=", options.seed, " batch=", B, " split=",
-      static_cast<int>(options.split), " eval_fraction=", d.eval_fraction,
-      " seq_len=", d.seq_len, " reuse_len=", d.reuse_len,
-      " perm_size=", d.perm_size, " num_predict=", d.num_predict,
-      " alpha=", d.mask_alpha, " beta=", d.mask_beta, " max_gram=", d.max_gram,
-      " bi_data=", d.bi_data, " quirks=", d.official_span_quirks,
-      " corpus=", s.corpus_.size(), " tokenizer=", s.tokenizer_->hash());
+      "seed=", options.seed, " batch=", B,
+      " split=", static_cast<int>(options.split),
+      " eval_fraction=", d.eval_fraction, " seq_len=", d.seq_len,
+      " reuse_len=", d.reuse_len, " perm_size=", d.perm_size,
+      " num_predict=", d.num_predict, " alpha=", d.mask_alpha,
+      " beta=", d.mask_beta, " max_gram=", d.max_gram, " bi_data=", d.bi_data,
+      " quirks=", d.official_span_quirks, " corpus=", s.corpus_.size(),
+      " tokenizer=", s.tokenizer_->hash());
   s.fingerprint_ = HexU64(Fnv1a64(key.data(), key.size()));
   s.StartWorkers();
   return sampler;
@@ -276,10 +279,10 @@ PlmBatch Sampler::BuildBatch(int64_t step,
     const bool reverse = row >= num_streams_;
     RowStream rs(corpus_, offset + stream * stream_length_, stream_length_,
                  reverse);
-    Rng rng = Rng::For({static_cast<uint64_t>(options_.seed),
-                        static_cast<uint64_t>(options_.split),
-                        static_cast<uint64_t>(row),
-                        static_cast<uint64_t>(step)});
+    Rng rng =
+        Rng::For({static_cast<uint64_t>(options_.seed),
+                  static_cast<uint64_t>(options_.split),
+                  static_cast<uint64_t>(row), static_cast<uint64_t>(step)});
     SampleOut out;
     out.input_ids = b.input_ids.data_ptr<int64_t>() + k * L;
     out.token_type_ids = b.token_type_ids.data_ptr<int64_t>() + k * L;
@@ -293,7 +296,8 @@ PlmBatch Sampler::BuildBatch(int64_t step,
   return b;
 }
 
-PlmBatch Sampler::BuildRow(int64_t step, int64_t row, SampleDebug* debug) const {
+PlmBatch Sampler::BuildRow(int64_t step, int64_t row,
+                           SampleDebug* debug) const {
   PlmBatch b = BuildBatch(step, {row});
   if (debug != nullptr) {
     // Rebuild with the same generator to collect the details.
@@ -303,17 +307,17 @@ PlmBatch Sampler::BuildRow(int64_t step, int64_t row, SampleDebug* debug) const 
     std::vector<int64_t> ids(L), types(L), target(P);
     std::vector<float> perm(L * L, 0.0f), mapping(P * L, 0.0f), tmask(P);
     std::unique_ptr<bool[]> masked(new bool[L]);
-    SampleOut out{ids.data(),    types.data(),  perm.data(), mapping.data(),
-                  target.data(), tmask.data(),  masked.get()};
+    SampleOut out{ids.data(),    types.data(), perm.data(), mapping.data(),
+                  target.data(), tmask.data(), masked.get()};
     const int64_t stream = row % num_streams_;
     const bool reverse = row >= num_streams_;
     RowStream rs(corpus_,
                  EpochOffset(step / steps_per_epoch_) + stream * stream_length_,
                  stream_length_, reverse);
-    Rng rng = Rng::For({static_cast<uint64_t>(options_.seed),
-                        static_cast<uint64_t>(options_.split),
-                        static_cast<uint64_t>(row),
-                        static_cast<uint64_t>(step)});
+    Rng rng =
+        Rng::For({static_cast<uint64_t>(options_.seed),
+                  static_cast<uint64_t>(options_.split),
+                  static_cast<uint64_t>(row), static_cast<uint64_t>(step)});
     BuildSample(rs, (step % steps_per_epoch_) * stride_, reverse, d,
                 is_start_piece_, rng, out, debug);
   }
@@ -390,8 +394,8 @@ absl::Status Sampler::Restore(const SamplerState& state) {
   if (state.fingerprint != fingerprint_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "sampler state was saved with different data, seed, batch size or "
-        "data config (fingerprint ", state.fingerprint, ", this sampler ",
-        fingerprint_, ")"));
+        "data config (fingerprint ",
+        state.fingerprint, ", this sampler ", fingerprint_, ")"));
   }
   if (state.step < 0) {
     return absl::InvalidArgumentError("sampler state: negative step");

@@ -6,18 +6,18 @@
 #include <unicode/utf16.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/mapped_file.h"
 #include "common/status.h"
 #include "data_pipeline/sentencepiece_bridge.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::data {
 namespace {
 
 constexpr char kUnderline[] = "\xE2\x96\x81";  // U+2581 "▁"
-constexpr uint32_t kReplacementChar = 0xFFFD;
 
 // One character of text being preprocessed, with its source byte range.
 struct SrcChar {
@@ -25,75 +25,6 @@ struct SrcChar {
   uint32_t begin;
   uint32_t end;
 };
-
-// Decodes one UTF-8 sequence at `s[i]`; returns its length, or 0 if invalid.
-size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    *cp = b0;
-    return 1;
-  }
-  size_t len;
-  uint32_t value;
-  uint32_t min;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2, value = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, value = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, value = b0 & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return 0;
-    value = (value << 6) | (b & 0x3F);
-  }
-  if (value < min || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) {
-    return 0;
-  }
-  *cp = value;
-  return len;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-// Python's str.isspace() set (what str.split() splits on).
-bool IsPythonSpace(uint32_t cp) {
-  if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) {
-    return true;
-  }
-  if (cp < 0x85) return false;
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-         cp == 0x202F || cp == 0x205F || cp == 0x3000;
-}
-
-// Python's str.isdigit(): numeric type decimal or digit.
-bool IsPythonDigit(uint32_t cp) {
-  if (cp < 0x80) return cp >= '0' && cp <= '9';
-  const int type = u_getIntPropertyValue(static_cast<UChar32>(cp),
-                                         UCHAR_NUMERIC_TYPE);
-  return type == U_NT_DECIMAL || type == U_NT_DIGIT;
-}
 
 // Applies a UTF-16 -> UTF-16 transform to one code point, appending the
 // resulting code points.
@@ -151,19 +82,6 @@ std::string RemoveUnderlines(const std::string& s) {
   return out;
 }
 
-// The last code point of `s` before byte `end`, and where it starts.
-uint32_t LastCodePoint(const std::string& s, size_t end, size_t* start) {
-  size_t i = end;
-  while (i > 0) {
-    --i;
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) break;
-  }
-  uint32_t cp = kReplacementChar;
-  if (DecodeUtf8(s, i, &cp) == 0) cp = kReplacementChar;
-  *start = i;
-  return cp;
-}
-
 absl::Status BridgeError(const std::string& error, const std::string& context) {
   if (error.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(context, ": ", error));
@@ -172,9 +90,9 @@ absl::Status BridgeError(const std::string& error, const std::string& context) {
 }  // namespace
 
 const std::vector<std::string>& SpecialPieces() {
-  static const std::vector<std::string> pieces = {
-      "<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>",
-      "<eop>"};
+  static const std::vector<std::string> pieces = {"<unk>",  "<s>",   "</s>",
+                                                  "<cls>",  "<sep>", "<pad>",
+                                                  "<mask>", "<eod>", "<eop>"};
   return pieces;
 }
 
@@ -195,16 +113,6 @@ std::string HexU64(uint64_t value) {
   return buf;
 }
 
-bool IsValidUtf8(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp;
-    const size_t len = DecodeUtf8(text, i, &cp);
-    if (len == 0) return false;
-    i += len;
-  }
-  return true;
-}
-
 PreprocessedText PreprocessText(std::string_view original,
                                 const TextRules& rules, bool with_offsets) {
   // 1. Decode; strip and collapse whitespace runs to one space.
@@ -213,15 +121,9 @@ PreprocessedText PreprocessText(std::string_view original,
   bool pending_space = false;
   SrcChar space{' ', 0, 0};
   for (size_t i = 0; i < original.size();) {
-    uint32_t cp;
-    size_t len = DecodeUtf8(original, i, &cp);
-    if (len == 0) {
-      cp = kReplacementChar;
-      len = 1;
-    }
-    const SrcChar c{cp, static_cast<uint32_t>(i),
-                    static_cast<uint32_t>(i + len)};
-    i += len;
+    const size_t begin = i;
+    const uint32_t cp = NextCodePoint(original, &i);
+    const SrcChar c{cp, static_cast<uint32_t>(begin), static_cast<uint32_t>(i)};
     if (IsPythonSpace(cp)) {
       if (!pending_space) space = SrcChar{' ', c.begin, c.end};
       pending_space = true;
@@ -313,29 +215,28 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
     return absl::InvalidArgumentError(absl::StrCat(
         "vocab_size must be at least 32 (got ", options.vocab_size, ")"));
   }
+  std::vector<std::unique_ptr<MappedFile>> files;
   for (const std::string& path : options.inputs) {
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    XLNET_ASSIGN_OR_RETURN(files.emplace_back(), MappedFile::Open(path));
   }
   TokenizerTrainStats local;
   TokenizerTrainStats& st = stats ? *stats : local;
   st = TokenizerTrainStats();
   size_t file_index = 0;
-  std::ifstream in;
-  std::string line;
-  absl::Status read_status;
+  size_t pos = 0;
   // Yields the preprocessed non-empty lines of every input, in order.
   auto next = [&](std::string* sentence) -> bool {
-    while (true) {
-      if (!in.is_open()) {
-        if (file_index >= options.inputs.size()) return false;
-        in.open(options.inputs[file_index], std::ios::binary);
-      }
-      if (!std::getline(in, line)) {
-        in.close();
+    while (file_index < files.size()) {
+      const std::string_view data = files[file_index]->view();
+      if (pos >= data.size()) {
         ++file_index;
+        pos = 0;
         continue;
       }
+      const size_t nl = data.find('\n', pos);
+      const size_t end = nl == std::string_view::npos ? data.size() : nl;
+      const std::string_view line = data.substr(pos, end - pos);
+      pos = end + 1;
       if (static_cast<int64_t>(line.size()) > options.max_line_bytes) {
         ++st.skipped_overlong;
         continue;
@@ -350,14 +251,16 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
       *sentence = std::move(p.text);
       return true;
     }
+    return false;
   };
   spm::BridgeTrainOptions train;
   train.next_sentence = next;
   train.vocab_size = options.vocab_size;
   train.character_coverage = 0.99995;
   train.control_symbols = {"<cls>", "<sep>", "<pad>", "<mask>", "<eod>"};
-  train.user_defined_symbols = {"<eop>", ".", "(", ")", "\"",
-                                "-", "\xE2\x80\x93", "\xC2\xA3", "\xE2\x82\xAC"};
+  train.user_defined_symbols = {
+      "<eop>",        ".",        "(",           ")", "\"", "-",
+      "\xE2\x80\x93", "\xC2\xA3", "\xE2\x82\xAC"};
   train.num_threads = options.threads;
   train.seed = options.seed;
   train.input_sentence_size = options.max_sentences;
@@ -388,8 +291,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromBytes(
   tok->processor_ = std::make_unique<spm::BridgeProcessor>();
   const std::string error = tok->processor_->LoadFromBytes(model_bytes);
   if (!error.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a SentencePiece model (", error, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a SentencePiece model (", error, ")"));
   }
   const auto& special = SpecialPieces();
   const int size = tok->processor_->Size();
@@ -471,8 +374,9 @@ absl::Status Tokenizer::EncodeProcessed(const std::string& processed,
     raw_pieces.reserve(raw.size());
     for (auto& p : raw) raw_pieces.push_back(p.piece);
   } else {
-    XLNET_RETURN_IF_ERROR(BridgeError(
-        processor_->EncodePieces(processed, &raw_pieces), "SentencePiece encode"));
+    XLNET_RETURN_IF_ERROR(
+        BridgeError(processor_->EncodePieces(processed, &raw_pieces),
+                    "SentencePiece encode"));
   }
   pieces->clear();
   if (offsets) begin->clear(), end->clear();
@@ -546,16 +450,13 @@ absl::StatusOr<Encoding> Tokenizer::Encode(std::string_view text) const {
   XLNET_RETURN_IF_ERROR(EncodeProcessed(p.text, &enc.pieces, &begin, &end));
   // Code-point index of every byte offset of `text` (a continuation byte
   // maps to its character).
+  const std::vector<size_t> offsets = CodePointOffsets(text);
   std::vector<int64_t> char_index(text.size() + 1, 0);
-  int64_t count = 0;
-  for (size_t i = 0; i <= text.size(); ++i) {
-    if (i == text.size() ||
-        (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
-      char_index[i] = count++;
-    } else {
-      char_index[i] = count - 1;
-    }
+  for (size_t k = 0; k + 1 < offsets.size(); ++k) {
+    std::fill(char_index.begin() + offsets[k],
+              char_index.begin() + offsets[k + 1], static_cast<int64_t>(k));
   }
+  char_index[text.size()] = static_cast<int64_t>(offsets.size()) - 1;
   const size_t n = enc.pieces.size();
   enc.ids.resize(n);
   enc.begin.resize(n);

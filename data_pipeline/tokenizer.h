@@ -57,14 +57,10 @@ struct PreprocessedText {
 // str.split() set) to single spaces; `` and '' -> "; unless keep_accents,
 // NFKD and drop combining marks; lowercase if uncased. Processing is per
 // character, which equals the official whole-string result except for the
-// context-dependent Greek final sigma when lowercasing. Invalid UTF-8 bytes
-// become U+FFFD (callers validate first; see IsValidUtf8).
+// context-dependent Greek final sigma when lowercasing. Invalid UTF-8
+// decodes as U+FFFD (text.h; callers validate first with IsValidUtf8).
 PreprocessedText PreprocessText(std::string_view original,
                                 const TextRules& rules, bool with_offsets);
-
-// Whether `text` is well-formed UTF-8 (no overlongs, surrogates or values
-// above U+10FFFF).
-bool IsValidUtf8(std::string_view text);
 
 // One encoded text.
 struct Encoding {
@@ -105,8 +101,8 @@ struct TokenizerTrainStats {
 // symbols <cls> <sep> <pad> <mask> <eod>, user-defined <eop> . ( ) " - – £ €,
 // so <unk> 0 <s> 1 </s> 2 <cls> 3 <sep> 4 <pad> 5 <mask> 6 <eod> 7 <eop> 8.
 // Returns the bytes of the .model file.
-absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
-                                           TokenizerTrainStats* stats = nullptr);
+absl::StatusOr<std::string> TrainTokenizer(
+    const TokenizerTrainOptions& options, TokenizerTrainStats* stats = nullptr);
 
 class Tokenizer {
  public:
@@ -159,7 +155,8 @@ class Tokenizer {
 };
 
 // FNV-1a 64-bit hash (used for checksums and document hashes).
-uint64_t Fnv1a64(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
+uint64_t Fnv1a64(const void* data, size_t size,
+                 uint64_t seed = 0xcbf29ce484222325ULL);
 // 16 lowercase hex digits.
 std::string HexU64(uint64_t value);
 

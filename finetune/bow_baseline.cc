@@ -3,11 +3,14 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "finetune/metrics.h"
 
 namespace xlnet::finetune {
@@ -75,8 +78,7 @@ torch::Tensor Logits(const SparseRows& rows, const torch::Tensor& w,
   // [N, C] = sum over a row's features of weight * W[feature].
   auto out = torch::embedding_bag(w, rows.ids, rows.offsets,
                                   /*scale_grad_by_freq=*/false,
-                                  /*mode=*/0, /*sparse=*/false,
-                                  rows.weights);
+                                  /*mode=*/0, /*sparse=*/false, rows.weights);
   return std::get<0>(out) + b;
 }
 
@@ -126,9 +128,8 @@ absl::StatusOr<BagOfWordsResult> RunBagOfWordsBaseline(
   for (const auto* set : {&train, &dev, &test}) {
     for (const TextExample& e : *set) {
       if (!e.has_label || labels.Id(e.label) < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(e.location, ": missing or unknown label '", e.label,
-                         "'"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            e.location, ": missing or unknown label '", e.label, "'"));
       }
     }
   }
@@ -189,6 +190,40 @@ absl::StatusOr<BagOfWordsResult> RunBagOfWordsBaseline(
     result.metrics["test"] = Score(te, best_w, best_b, classes);
   }
   return result;
+}
+
+absl::Status RunBaseline(const BaselineRunOptions& run) {
+  ReadOptions read;
+  XLNET_ASSIGN_OR_RETURN(read.bad_rows, ParseBadRowPolicy(run.bad_rows));
+  XLNET_ASSIGN_OR_RETURN(ExampleSet train, ReadExamples(run.train, read));
+  LogSkippedRows(run.train, train.skipped, train.problems);
+  const LabelSet labels = LabelSet::FromExamples(train.examples);
+  read.labels = &labels;
+  XLNET_ASSIGN_OR_RETURN(ExampleSet dev, ReadExamples(run.dev, read));
+  LogSkippedRows(run.dev, dev.skipped, dev.problems);
+  ExampleSet test;
+  if (!run.test.empty()) {
+    XLNET_ASSIGN_OR_RETURN(test, ReadExamples(run.test, read));
+    LogSkippedRows(run.test, test.skipped, test.problems);
+  }
+  XLNET_ASSIGN_OR_RETURN(
+      BagOfWordsResult result,
+      RunBagOfWordsBaseline(train.examples, dev.examples, test.examples, labels,
+                            run.model));
+  nlohmann::json json = {{"model", "bag_of_words"},
+                         {"features", result.features},
+                         {"l2", result.l2}};
+  for (const auto& [split, metrics] : result.metrics) {
+    std::string line;
+    for (const auto& [k, v] : metrics) {
+      json[split][k] = v;
+      absl::StrAppend(&line, " ", k, " ", v);
+    }
+    XLOG(INFO) << split << ":" << line;
+  }
+  XLNET_RETURN_IF_ERROR(MakeDirs(run.out_dir));
+  return WriteFileAtomic(run.out_dir + "/eval_results.json",
+                         json.dump(2) + "\n");
 }
 
 }  // namespace xlnet::finetune

@@ -45,4 +45,20 @@ absl::StatusOr<BagOfWordsResult> RunBagOfWordsBaseline(
     const std::vector<TextExample>& test, const LabelSet& labels,
     const BagOfWordsOptions& options);
 
+// xlnet-baseline: the bag-of-words classifier on classification files,
+// scored like xlnet-finetune (OUT/eval_results.json).
+struct BaselineRunOptions {
+  // Training, dev (picks the L2 penalty) and test (optional) files.
+  std::string train;
+  std::string dev;
+  std::string test;
+  // Writes out_dir/eval_results.json.
+  std::string out_dir;
+  // Bad rows: "skip" or "error".
+  std::string bad_rows = "error";
+  BagOfWordsOptions model;
+};
+
+absl::Status RunBaseline(const BaselineRunOptions& options);
+
 }  // namespace xlnet::finetune

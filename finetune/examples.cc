@@ -11,7 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/logging.h"
 #include "common/status.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::finetune {
 namespace {
@@ -394,6 +396,18 @@ absl::StatusOr<BadRowPolicy> ParseBadRowPolicy(std::string_view text) {
   if (text == "error") return BadRowPolicy::kError;
   return absl::InvalidArgumentError(absl::StrCat(
       "bad_rows: expected 'skip' or 'error', got '", std::string(text), "'"));
+}
+
+void LogSkippedRows(const std::string& path, int64_t skipped,
+                    const std::vector<std::string>& problems) {
+  if (skipped == 0) return;
+  constexpr size_t kShown = 20;
+  for (size_t i = 0; i < problems.size() && i < kShown; ++i) {
+    XLOG(WARNING) << "skipped " << problems[i];
+  }
+  XLOG(WARNING) << path << ": skipped " << skipped << " bad rows"
+                << (problems.size() > kShown ? " (first 20 shown)" : "")
+                << " (finetune.bad_rows=skip)";
 }
 
 LabelSet LabelSet::FromExamples(const std::vector<TextExample>& examples) {

@@ -39,6 +39,11 @@ enum class BadRowPolicy {
 // "skip" | "error".
 absl::StatusOr<BadRowPolicy> ParseBadRowPolicy(std::string_view text);
 
+// Logs the rows a reader skipped (the first 20 `problems`, then the count
+// of `path`); nothing when `skipped` is 0.
+void LogSkippedRows(const std::string& path, int64_t skipped,
+                    const std::vector<std::string>& problems);
+
 // Whether labels are class names or real numbers.
 enum class TaskKind { kClassification, kRegression };
 

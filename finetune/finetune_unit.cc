@@ -7,26 +7,21 @@
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/logging.h"
-#include "common/model_dir.h"
 #include "common/runtime.h"
 #include "common/safetensors.h"
 #include "common/status.h"
 #include "finetune/metrics.h"
 #include "finetune/squad_eval.h"
 #include "model/precision.h"
-#include "pretrain/checkpoint.h"
+#include "model_io/load.h"
+#include "model_io/model_dir.h"
+#include "model_io/save.h"
 
 namespace xlnet::finetune {
 namespace {
 
 std::string StateFile(int rank) {
   return absl::StrCat("finetune_state.rank", rank, ".safetensors");
-}
-
-bool SameArchitecture(const XLNetConfig& a, const XLNetConfig& b) {
-  return a.vocab_size == b.vocab_size && a.d_model == b.d_model &&
-         a.n_layer == b.n_layer && a.n_head == b.n_head &&
-         a.d_head == b.d_head && a.d_inner == b.d_inner;
 }
 
 }  // namespace
@@ -133,7 +128,7 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
   const int64_t per_step = options.world_size * tc.grad_accum_steps;
   if (tc.batch_size % per_step != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "finetune.batch_size=", tc.batch_size, " must split evenly over ",
+        "train.batch_size=", tc.batch_size, " must split evenly over ",
         options.world_size, " ranks x ", tc.grad_accum_steps,
         " micro-batches (train.grad_accum_steps)"));
   }
@@ -151,10 +146,6 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
   if (options.task == Task::kSquad) {
     XLNET_ASSIGN_OR_RETURN(unit->qa_,
                            LoadForQuestionAnswering(options.init_dir, load));
-    if (!SameArchitecture(unit->qa_->config(), options.config.model)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(options.init_dir, ": architecture changed"));
-    }
     if (options.from_scratch) {
       torch::manual_seed(tc.seed);
       unit->qa_->ResetParameters();

@@ -22,12 +22,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "data_pipeline/tokenizer.h"
 #include "finetune/examples.h"
 #include "finetune/squad.h"
-#include "model/heads.h"
-#include "pretrain/trainer.h"
+#include "model/question_answering.h"
+#include "model/sequence_classification.h"
+#include "train/trainer.h"
 
 namespace xlnet::finetune {
 
@@ -130,8 +131,8 @@ class FinetuneUnit : public TrainUnit {
   absl::Status LoadUnitState(const std::string& dir, int rank) override;
 
   // Metrics (when labelled) and predictions of `set`, in eval mode.
-  absl::StatusOr<std::map<std::string, double>> Score(
-      const EvalSet& set, Predictions* predictions);
+  absl::StatusOr<std::map<std::string, double>> Score(const EvalSet& set,
+                                                      Predictions* predictions);
   // Loads the weights of a model directory of this task (e.g. RUN/best).
   absl::Status LoadWeights(const std::string& dir);
 
@@ -158,7 +159,8 @@ class FinetuneUnit : public TrainUnit {
 };
 
 // Classification/regression metrics of predictions against labels.
-std::map<std::string, double> ScoreLabels(Task task, const torch::Tensor& logits,
+std::map<std::string, double> ScoreLabels(Task task,
+                                          const torch::Tensor& logits,
                                           const torch::Tensor& labels);
 
 }  // namespace xlnet::finetune

@@ -10,32 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status.h"
-#include "finetune/squad_eval.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::finetune {
 namespace {
 
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
-
-// Byte offset of every code point of UTF-8 `text`, plus text.size() at the
-// end (so entry k..k+1 is code point k).
-std::vector<size_t> CodePointOffsets(const std::string& text) {
-  std::vector<size_t> offsets;
-  offsets.reserve(text.size() + 1);
-  for (size_t i = 0; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
-      offsets.push_back(i);
-    }
-  }
-  offsets.push_back(text.size());
-  return offsets;
-}
-
-// The code-point length of UTF-8 `text`.
-int64_t CharLength(const std::string& text) {
-  return static_cast<int64_t>(CodePointOffsets(text).size()) - 1;
-}
 
 // Reads the questions of one paragraph into `out`.
 class SquadReader {
@@ -104,7 +85,7 @@ class SquadReader {
         context_problem = "empty context";
       }
     }
-    const std::vector<size_t> offsets = CodePointOffsets(context);
+    const std::vector<size_t> offsets = data::CodePointOffsets(context);
     const int64_t context_chars = static_cast<int64_t>(offsets.size()) - 1;
     const int64_t paragraph_index =
         static_cast<int64_t>(out_->paragraphs.size());
@@ -178,11 +159,11 @@ class SquadReader {
         if (!data::IsValidUtf8(answer.text)) {
           return absl::StrCat(which, " text is not valid UTF-8");
         }
-        if (StripPythonWhitespace(answer.text).empty()) {
+        if (data::IsPythonBlank(answer.text)) {
           return absl::StrCat(which, " text is empty");
         }
         if (options_.check_answer_spans) {
-          const int64_t len = CharLength(answer.text);
+          const int64_t len = data::CodePointLength(answer.text);
           if (answer.answer_start < 0 ||
               answer.answer_start + len > context_chars) {
             return absl::StrCat(which, " at ", answer.answer_start, "+", len,
@@ -260,14 +241,6 @@ torch::Tensor ToTensor(const std::vector<float>& v,
 }
 
 }  // namespace
-
-std::string SubstrByChars(const std::string& text, int64_t begin, int64_t end) {
-  const std::vector<size_t> offsets = CodePointOffsets(text);
-  const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
-  begin = std::clamp<int64_t>(begin, 0, n);
-  end = std::clamp<int64_t>(end, begin, n);
-  return text.substr(offsets[begin], offsets[end] - offsets[begin]);
-}
 
 absl::StatusOr<SquadDataset> ParseSquad(const std::string& contents,
                                         const std::string& source,
@@ -362,8 +335,9 @@ absl::StatusOr<SquadFeatures> BuildSquadFeatures(
     int64_t tok_end = -1;
     if (options.is_training && !ex.is_impossible && !ex.answers.empty()) {
       const SquadAnswer& a = ex.answers[0];
-      std::tie(tok_start, tok_end) = AnswerTokens(
-          context, a.answer_start, a.answer_start + CharLength(a.text));
+      std::tie(tok_start, tok_end) =
+          AnswerTokens(context, a.answer_start,
+                       a.answer_start + data::CodePointLength(a.text));
     }
     for (size_t s = 0; s < spans.size(); ++s) {
       const auto [doc_start, doc_len] = spans[s];
@@ -556,8 +530,8 @@ absl::StatusOr<SquadPredictions> PredictSquad(
     for (const Candidate& c : candidates) {
       if (static_cast<int64_t>(nbest.size()) >= options.n_best_size) break;
       const SquadWindow& w = features.windows[c.window];
-      std::string text = StripPythonWhitespace(
-          SubstrByChars(context, w.char_begin[c.start], w.char_end[c.end]));
+      std::string text = data::StripPythonWhitespace(data::SubstrByChars(
+          context, w.char_begin[c.start], w.char_end[c.end]));
       if (!seen.insert(text).second) continue;
       nbest.push_back({std::move(text), 0.0, c.start_log_prob, c.end_log_prob});
     }

@@ -226,7 +226,4 @@ absl::StatusOr<SquadPredictions> PredictSquad(
 absl::Status WriteSquadPredictions(const SquadPredictions& predictions,
                                    const std::string& dir);
 
-// The code-point substring [begin, end) of UTF-8 `text` (clamped).
-std::string SubstrByChars(const std::string& text, int64_t begin, int64_t end);
-
 }  // namespace xlnet::finetune

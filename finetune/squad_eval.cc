@@ -3,50 +3,26 @@
 #include <unicode/locid.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
-#include <unicode/utf8.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "data_pipeline/text.h"
 
 namespace xlnet::finetune {
 namespace {
 
-// Python's str.isspace() set (what str.split() splits on).
-bool IsPythonSpace(UChar32 c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 ||
-         c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
-
 // Python's Unicode \w: alphanumeric (letters L*, numbers N*) or "_".
-bool IsWordChar(UChar32 c) {
+bool IsWordChar(char32_t c) {
   if (c == '_') return true;
-  const int32_t mask = U_GET_GC_MASK(c);
+  const int32_t mask = U_GET_GC_MASK(static_cast<UChar32>(c));
   return (mask & (U_GC_L_MASK | U_GC_N_MASK)) != 0;
-}
-
-// Decodes UTF-8 into code points (invalid bytes become U+FFFD).
-std::vector<UChar32> CodePoints(std::string_view text) {
-  std::vector<UChar32> out;
-  int32_t i = 0;
-  const int32_t n = static_cast<int32_t>(text.size());
-  const auto* s = reinterpret_cast<const uint8_t*>(text.data());
-  while (i < n) {
-    UChar32 c;
-    U8_NEXT(s, i, n, c);
-    out.push_back(c < 0 ? 0xFFFD : c);
-  }
-  return out;
-}
-
-void AppendUtf8(UChar32 c, std::string* out) {
-  char buf[4];
-  int32_t len = 0;
-  U8_APPEND_UNSAFE(buf, len, c);
-  out->append(buf, len);
 }
 
 std::string LowerUnicode(std::string_view text) {
@@ -58,7 +34,7 @@ std::string LowerUnicode(std::string_view text) {
   return out;
 }
 
-bool IsAsciiPunctuation(UChar32 c) {
+bool IsAsciiPunctuation(char32_t c) {
   // string.punctuation: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
   return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) ||
          (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
@@ -66,7 +42,7 @@ bool IsAsciiPunctuation(UChar32 c) {
 
 std::vector<std::string> Tokens(std::string_view text) {
   if (text.empty()) return {};
-  return SplitPythonWhitespace(NormalizeAnswer(text));
+  return data::SplitPythonWhitespace(NormalizeAnswer(text));
 }
 
 // Percentages of the summed scores over `qids`.
@@ -121,35 +97,9 @@ std::pair<double, double> BestThreshold(
 
 }  // namespace
 
-std::vector<std::string> SplitPythonWhitespace(std::string_view text) {
-  std::vector<std::string> out;
-  std::string current;
-  for (UChar32 c : CodePoints(text)) {
-    if (IsPythonSpace(c)) {
-      if (!current.empty()) out.push_back(std::move(current));
-      current.clear();
-    } else {
-      AppendUtf8(c, &current);
-    }
-  }
-  if (!current.empty()) out.push_back(std::move(current));
-  return out;
-}
-
-std::string StripPythonWhitespace(std::string_view text) {
-  const std::vector<UChar32> cps = CodePoints(text);
-  size_t b = 0;
-  size_t e = cps.size();
-  while (b < e && IsPythonSpace(cps[b])) ++b;
-  while (e > b && IsPythonSpace(cps[e - 1])) --e;
-  std::string out;
-  for (size_t i = b; i < e; ++i) AppendUtf8(cps[i], &out);
-  return out;
-}
-
 std::string NormalizeAnswer(std::string_view text) {
   // lower -> remove punctuation -> remove articles -> fix whitespace.
-  std::vector<UChar32> cps = CodePoints(LowerUnicode(text));
+  std::u32string cps = data::DecodeUtf8(LowerUnicode(text));
   cps.erase(std::remove_if(cps.begin(), cps.end(), IsAsciiPunctuation),
             cps.end());
   // \b(a|an|the)\b matches exactly the maximal runs of word characters
@@ -158,12 +108,13 @@ std::string NormalizeAnswer(std::string_view text) {
   size_t i = 0;
   while (i < cps.size()) {
     if (!IsWordChar(cps[i])) {
-      AppendUtf8(cps[i++], &no_articles);
+      data::AppendUtf8(cps[i++], &no_articles);
       continue;
     }
     size_t j = i;
-    std::string word;
-    while (j < cps.size() && IsWordChar(cps[j])) AppendUtf8(cps[j++], &word);
+    while (j < cps.size() && IsWordChar(cps[j])) ++j;
+    const std::string word =
+        data::EncodeUtf8(std::u32string_view(cps).substr(i, j - i));
     if (word == "a" || word == "an" || word == "the") {
       no_articles += ' ';
     } else {
@@ -172,7 +123,7 @@ std::string NormalizeAnswer(std::string_view text) {
     i = j;
   }
   std::string out;
-  for (const std::string& token : SplitPythonWhitespace(no_articles)) {
+  for (const std::string& token : data::SplitPythonWhitespace(no_articles)) {
     if (!out.empty()) out += ' ';
     out += token;
   }
@@ -273,6 +224,59 @@ absl::StatusOr<SquadEvalResult> EvaluateSquad(
     result.metrics["best_f1_thresh"] = f1_thresh;
   }
   return result;
+}
+
+namespace {
+
+// A {"qid": value} JSON object file.
+template <typename T>
+absl::StatusOr<std::map<std::string, T>> ReadJsonMap(const std::string& path) {
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::map<std::string, T> out;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": expected a JSON object {\"id\": ...}"));
+    }
+    for (const auto& item : j.items()) {
+      out[item.key()] = item.value().template get<T>();
+    }
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status RunSquadEvaluation(const SquadEvalRunOptions& run,
+                                std::ostream& out) {
+  SquadReadOptions read;
+  read.check_answer_spans = false;  // score any file the script scores
+  XLNET_ASSIGN_OR_RETURN(SquadDataset data, ReadSquad(run.data, read));
+  XLNET_ASSIGN_OR_RETURN(auto predictions,
+                         ReadJsonMap<std::string>(run.predictions));
+  std::optional<std::map<std::string, double>> null_odds;
+  if (!run.null_odds.empty()) {
+    XLNET_ASSIGN_OR_RETURN(null_odds, ReadJsonMap<double>(run.null_odds));
+  }
+  SquadEvalOptions options;
+  options.na_prob_threshold = run.na_prob_thresh;
+  XLNET_ASSIGN_OR_RETURN(
+      SquadEvalResult result,
+      EvaluateSquad(data, predictions, null_odds ? &*null_odds : nullptr,
+                    options));
+  for (const auto& id : result.missing) {
+    XLOG(WARNING) << "missing prediction for " << id;
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : result.metrics) j[k] = v;
+  out << j.dump(2) << std::endl;
+  if (!run.out.empty()) {
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(run.out, j.dump(2) + "\n"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace xlnet::finetune

@@ -8,20 +8,16 @@
 #pragma once
 
 #include <map>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "finetune/squad.h"
 
 namespace xlnet::finetune {
-
-// Python's str.split() on UTF-8 text: pieces between runs of Unicode
-// whitespace (Python's set), none empty.
-std::vector<std::string> SplitPythonWhitespace(std::string_view text);
-// Python's str.strip().
-std::string StripPythonWhitespace(std::string_view text);
 
 // normalize_answer: lowercase (Unicode, as str.lower()), drop ASCII
 // punctuation (string.punctuation), replace the whole words a/an/the by a
@@ -62,5 +58,23 @@ absl::StatusOr<SquadEvalResult> EvaluateSquad(
     const std::map<std::string, std::string>& predictions,
     const std::map<std::string, double>* null_odds,
     const SquadEvalOptions& options);
+
+// xlnet-squad-eval: the official SQuAD v1.1/v2.0 evaluation of a
+// predictions file, written to `out` as JSON (the official script's keys).
+struct SquadEvalRunOptions {
+  // The SQuAD data file and the {qid: answer} predictions.
+  std::string data;
+  std::string predictions;
+  // {qid: score} (null_odds.json): adds best_exact/best_f1 and their
+  // thresholds; "" for none.
+  std::string null_odds;
+  // With null_odds: a question whose score is above it counts as "".
+  double na_prob_thresh = 1.0;
+  // Also write the scores to this file ("" = only `out`).
+  std::string out;
+};
+
+absl::Status RunSquadEvaluation(const SquadEvalRunOptions& options,
+                                std::ostream& out);
 
 }  // namespace xlnet::finetune

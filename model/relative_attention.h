@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "common/config.h"
+#include "config/config.h"
 
 namespace xlnet {
 

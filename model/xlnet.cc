@@ -4,166 +4,22 @@
 #include <functional>
 #include <mutex>
 
+#include "model/activation_checkpoint.h"
 #include "model/precision.h"
 
 namespace xlnet {
-
-namespace {
-
-// ------------------------------------------------------ activation checkpoints
-
-// The default generators' states that dropout draws from: the CPU one, and
-// the CUDA one of `device` when the work runs there.
-struct RngSnapshot {
-  torch::Tensor cpu;
-  torch::Tensor cuda;
-  torch::Device cuda_device = torch::kCPU;
-};
-
-torch::Tensor GeneratorState(at::Generator gen) {
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void SetGeneratorState(at::Generator gen, const torch::Tensor& state) {
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
-RngSnapshot TakeRngSnapshot(torch::Device device) {
-  RngSnapshot s;
-  s.cpu = GeneratorState(at::globalContext().defaultGenerator(torch::kCPU));
-  if (device.is_cuda()) {
-    // Runtime check instead of #ifdef: a CPU-only LibTorch never has CUDA
-    // tensors, and defaultGenerator(cuda) exists in every build's API.
-    s.cuda_device = device;
-    s.cuda = GeneratorState(at::globalContext().defaultGenerator(device));
-  }
-  return s;
-}
-
-void RestoreRngSnapshot(const RngSnapshot& s) {
-  SetGeneratorState(at::globalContext().defaultGenerator(torch::kCPU), s.cpu);
-  if (s.cuda.defined()) {
-    SetGeneratorState(at::globalContext().defaultGenerator(s.cuda_device),
-                      s.cuda);
-  }
-}
-
-using CheckpointFn = std::function<std::vector<torch::Tensor>(
-    const std::vector<torch::Tensor>&)>;
-
-// What backward needs to recompute: held by the autograd node as a capsule.
-struct CheckpointState : torch::CustomClassHolder {
-  CheckpointFn fn;
-  std::vector<torch::Tensor> params;
-  RngSnapshot rng;
-  AutocastState autocast;
-};
-
-// outputs = fn(inputs), keeping only the inputs. `params` are the tensors fn
-// reads besides its inputs that need gradients: they are inputs of the node
-// so their gradients come back through the ordinary engine (hooks, gradient
-// accumulation and the data-parallel reducer see nothing special).
-struct CheckpointFunction
-    : public torch::autograd::Function<CheckpointFunction> {
-  static torch::autograd::variable_list forward(
-      torch::autograd::AutogradContext* ctx,
-      c10::intrusive_ptr<CheckpointState> state, at::TensorList inputs,
-      at::TensorList params) {
-    state->rng = TakeRngSnapshot(inputs[0].device());
-    state->autocast = CurrentAutocastState();
-    std::vector<torch::Tensor> in(inputs.begin(), inputs.end());
-    // Function::apply runs forward with grad mode off: nothing is recorded.
-    std::vector<torch::Tensor> out = state->fn(in);
-    ctx->save_for_backward(in);
-    state->params.assign(params.begin(), params.end());
-    ctx->saved_data["state"] = c10::IValue::make_capsule(state);
-    return out;
-  }
-
-  static torch::autograd::variable_list backward(
-      torch::autograd::AutogradContext* ctx,
-      torch::autograd::variable_list grad_outputs) {
-    auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
-        ctx->saved_data["state"].toCapsule());
-    const std::vector<torch::Tensor>& params = state->params;
-    std::vector<torch::Tensor> inputs;
-    for (const auto& t : ctx->get_saved_variables()) {
-      inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
-    }
-    std::vector<torch::Tensor> outputs;
-    {
-      // Recompute under the forward's RNG and autocast state, then put the
-      // current RNG back, so the run continues as without checkpointing.
-      const RngSnapshot now = TakeRngSnapshot(state->rng.cuda_device);
-      RestoreRngSnapshot(state->rng);
-      {
-        AutocastStateGuard autocast(state->autocast);
-        torch::AutoGradMode grad_mode(true);
-        outputs = state->fn(inputs);
-      }
-      RestoreRngSnapshot(now);
-    }
-    TORCH_CHECK(outputs.size() == grad_outputs.size(),
-                "checkpoint: recomputation gave ", outputs.size(),
-                " outputs, forward ", grad_outputs.size());
-    std::vector<torch::Tensor> roots, root_grads, wrt;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (grad_outputs[i].defined() && outputs[i].requires_grad()) {
-        roots.push_back(outputs[i]);
-        root_grads.push_back(grad_outputs[i]);
-      }
-    }
-    std::vector<size_t> slot;  // index into the returned list (after state)
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].requires_grad()) {
-        wrt.push_back(inputs[i]);
-        slot.push_back(i);
-      }
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].requires_grad()) {
-        wrt.push_back(params[i]);
-        slot.push_back(inputs.size() + i);
-      }
-    }
-    // One gradient per forward argument: the state, each input, each param.
-    torch::autograd::variable_list result(1 + inputs.size() + params.size());
-    if (roots.empty() || wrt.empty()) return result;
-    torch::autograd::variable_list grads =
-        torch::autograd::grad(roots, wrt, root_grads, /*retain_graph=*/false,
-                              /*create_graph=*/false, /*allow_unused=*/true);
-    for (size_t i = 0; i < grads.size(); ++i) result[1 + slot[i]] = grads[i];
-    return result;
-  }
-};
-
-// Runs fn on `inputs` as an activation checkpoint; see CheckpointFunction.
-std::vector<torch::Tensor> Checkpointed(
-    CheckpointFn fn, const std::vector<torch::Tensor>& inputs,
-    const std::vector<torch::Tensor>& params) {
-  TORCH_CHECK(!inputs.empty() && inputs[0].defined(),
-              "checkpoint: needs at least one defined input");
-  auto state = c10::make_intrusive<CheckpointState>();
-  state->fn = std::move(fn);
-  return CheckpointFunction::apply(state, at::TensorList(inputs),
-                                   at::TensorList(params));
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- feed-forward
 
 FeedForwardImpl::FeedForwardImpl(const XLNetConfig& config)
     : activation(config.ff_activation), dropout(config.dropout) {
-  TORCH_CHECK(activation == "gelu" || activation == "gelu_new" ||
-                  activation == "relu",
-              "unsupported ff_activation '", activation, "'");
-  layer_1 = register_module(
-      "layer_1", torch::nn::Linear(config.d_model, config.d_inner));
-  layer_2 = register_module(
-      "layer_2", torch::nn::Linear(config.d_inner, config.d_model));
+  TORCH_CHECK(
+      activation == "gelu" || activation == "gelu_new" || activation == "relu",
+      "unsupported ff_activation '", activation, "'");
+  layer_1 = register_module("layer_1",
+                            torch::nn::Linear(config.d_model, config.d_inner));
+  layer_2 = register_module("layer_2",
+                            torch::nn::Linear(config.d_inner, config.d_model));
   layer_norm = register_module(
       "layer_norm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})
@@ -182,16 +38,16 @@ void FeedForwardImpl::ResetParameters(double initializer_range) {
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  auto y = layer_1(x);                                    // [B, T, Di]
+  auto y = layer_1(x);  // [B, T, Di]
   if (activation == "gelu") {
-    y = torch::gelu(y);                                   // exact (erf)
+    y = torch::gelu(y);  // exact (erf)
   } else if (activation == "gelu_new") {
-    y = torch::gelu(y, "tanh");                           // tanh approximation
+    y = torch::gelu(y, "tanh");  // tanh approximation
   } else {
     y = torch::relu(y);
   }
   y = BackboneDropout(y, dropout, is_training(), counter_dropout);
-  y = layer_2(y);                                         // [B, T, D]
+  y = layer_2(y);  // [B, T, D]
   y = BackboneDropout(y, dropout, is_training(), counter_dropout);
   return layer_norm(y + x);
 }
@@ -211,23 +67,26 @@ StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
   // HF: data_mask = input_mask[keys] + perm_mask > 0, input_mask = 1 - am.
   torch::Tensor data;
   if (inputs.attention_mask.defined()) {
-    data = (1.0 - inputs.attention_mask.to(torch::kFloat)).unsqueeze(1);  // [B, 1, L]
+    data = (1.0 - inputs.attention_mask.to(torch::kFloat))
+               .unsqueeze(1);  // [B, 1, L]
   }
   if (inputs.perm_mask.defined()) {
-    auto perm = inputs.perm_mask.to(torch::kFloat);                      // [B, L, L]
+    auto perm = inputs.perm_mask.to(torch::kFloat);  // [B, L, L]
     data = data.defined() ? data + perm : perm;
   }
   torch::Tensor attn;  // [B or 1, L, K]
   if (data.defined()) {
-    auto blocked = (data > 0).expand({b, l, l});                         // [B, L, L]
-    attn = torch::cat({torch::zeros({b, l, mlen}, bool_opts), blocked}, 2);  // [B, L, K]
+    auto blocked = (data > 0).expand({b, l, l});  // [B, L, L]
+    attn = torch::cat({torch::zeros({b, l, mlen}, bool_opts), blocked},
+                      2);  // [B, L, K]
   }
   auto i = torch::arange(l, ids.options().dtype(torch::kLong)).view({l, 1});
-  auto j = torch::arange(klen, ids.options().dtype(torch::kLong)).view({1, klen});
+  auto j =
+      torch::arange(klen, ids.options().dtype(torch::kLong)).view({1, klen});
   if (attn_type == "uni") {
-    auto causal = j > (i + mlen);                                        // [L, K]
+    auto causal = j > (i + mlen);  // [L, K]
     if (same_length) causal = causal | (j < i);
-    causal = causal.unsqueeze(0);                                        // [1, L, K]
+    causal = causal.unsqueeze(0);  // [1, L, K]
     attn = attn.defined() ? (attn | causal) : causal;
   } else {
     TORCH_CHECK(attn_type == "bi", "unknown attn_type '", attn_type, "'");
@@ -235,7 +94,7 @@ StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
   StreamMasks masks;
   if (!attn.defined()) return masks;
   masks.query = attn;
-  masks.content = attn & (j != (i + mlen)).unsqueeze(0);                 // [B|1, L, K]
+  masks.content = attn & (j != (i + mlen)).unsqueeze(0);  // [B|1, L, K]
   return masks;
 }
 
@@ -243,18 +102,20 @@ torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
                                int64_t mlen) {
   if (!token_type_ids.defined()) return {};
   const int64_t b = token_type_ids.size(0);
-  auto ids = token_type_ids.to(torch::kLong);                            // [B, L]
-  auto cat_ids = torch::cat({torch::zeros({b, mlen}, ids.options()), ids}, 1);  // [B, K]
-  return ids.unsqueeze(2) != cat_ids.unsqueeze(1);                       // [B, L, K]
+  auto ids = token_type_ids.to(torch::kLong);  // [B, L]
+  auto cat_ids =
+      torch::cat({torch::zeros({b, mlen}, ids.options()), ids}, 1);  // [B, K]
+  return ids.unsqueeze(2) != cat_ids.unsqueeze(1);  // [B, L, K]
 }
 
 torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
                        const XLNetConfig& config) {
-  auto c = cur;                                                          // [L, B, D]
+  auto c = cur;  // [L, B, D]
   if (config.reuse_len.has_value() && *config.reuse_len > 0) {
     c = c.narrow(0, 0, std::min<int64_t>(*config.reuse_len, c.size(0)));
   }
-  auto m = prev.defined() ? torch::cat({prev.to(c.scalar_type()), c}, 0) : c;  // [M+L, B, D]
+  auto m = prev.defined() ? torch::cat({prev.to(c.scalar_type()), c}, 0)
+                          : c;  // [M+L, B, D]
   if (config.mem_len.has_value() && *config.mem_len > 0 &&
       m.size(0) > *config.mem_len) {
     m = m.narrow(0, m.size(0) - *config.mem_len, *config.mem_len);
@@ -289,47 +150,48 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
                                     const torch::Tensor& h_in,
                                     const torch::Tensor& g_in) {
   auto& attn = lay.rel_attn;
-  auto cat = mem.defined()
-                 ? torch::cat({mem.transpose(0, 1).to(h_in.scalar_type()), h_in}, 1)
-                 : h_in;                                                      // [B, K, D]
-  auto k_head = attn->Project(cat, attn->k);                                  // [B, H, K, Dh]
-  auto v_head = attn->Project(cat, attn->v);                                  // [B, H, K, Dh]
-  auto k_r = attn->ProjectPositions(c.pos_emb);                               // [Bp, H, R, Dh]
-  if (c.bi_data) k_r = k_r.index_select(0, c.half_index);                     // [B, H, R, Dh]
+  auto cat =
+      mem.defined()
+          ? torch::cat({mem.transpose(0, 1).to(h_in.scalar_type()), h_in}, 1)
+          : h_in;                                          // [B, K, D]
+  auto k_head = attn->Project(cat, attn->k);               // [B, H, K, Dh]
+  auto v_head = attn->Project(cat, attn->v);               // [B, H, K, Dh]
+  auto k_r = attn->ProjectPositions(c.pos_emb);            // [Bp, H, R, Dh]
+  if (c.bi_data) k_r = k_r.index_select(0, c.half_index);  // [B, H, R, Dh]
 
   // The attention core for queries q [B, H, Lq, Dh] -> [B, H, Lq, Dh].
   auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {
     if (c.attention.impl == AttentionImpl::kUnfused) {
-      return RelativeAttentionCore(q, k_head, v_head, k_r, attn->r_w_bias,
-                                   attn->r_r_bias, attn->r_s_bias,
-                                   attn->seg_embed, bias, c.qlen, c.dropout,
-                                   c.training);
+      return RelativeAttentionCore(
+          q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
+          attn->r_s_bias, attn->seg_embed, bias, c.qlen, c.dropout, c.training);
     }
-    return FusedRelativeAttentionCore(q, k_head, v_head, k_r, attn->r_w_bias,
-                                      attn->r_r_bias, attn->r_s_bias,
-                                      attn->seg_embed, bias, c.qlen, c.dropout,
-                                      c.training, c.attention);
+    return FusedRelativeAttentionCore(
+        q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias, attn->r_s_bias,
+        attn->seg_embed, bias, c.qlen, c.dropout, c.training, c.attention);
   };
-  auto q_h = attn->Project(h_in, attn->q);                                    // [B, H, L, Dh]
-  auto vec_h = core(q_h, c.content_bias);                                     // [B, H, L, Dh]
-  auto new_h = attn->PostAttention(h_in, vec_h);                              // [B, L, D]
+  auto q_h = attn->Project(h_in, attn->q);        // [B, H, L, Dh]
+  auto vec_h = core(q_h, c.content_bias);         // [B, H, L, Dh]
+  auto new_h = attn->PostAttention(h_in, vec_h);  // [B, L, D]
   torch::Tensor new_g;
   if (g_in.defined()) {
-    auto q_g = attn->Project(g_in, attn->q);                                  // [B, H, P, Dh]
+    auto q_g = attn->Project(g_in, attn->q);  // [B, H, P, Dh]
     torch::Tensor vec_g;
     if (c.query_all_positions) {
-      auto tmq = c.target_mapping.to(q_g.scalar_type()).unsqueeze(1);         // [B, 1, P, L]
-      auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);                   // [B, H, L, Dh]
-      auto vec_all = core(q_all, c.query_bias);                               // [B, H, L, Dh]
-      vec_g = torch::matmul(tmq.to(vec_all.scalar_type()), vec_all);          // [B, H, P, Dh]
+      auto tmq =
+          c.target_mapping.to(q_g.scalar_type()).unsqueeze(1);  // [B, 1, P, L]
+      auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);     // [B, H, L, Dh]
+      auto vec_all = core(q_all, c.query_bias);                 // [B, H, L, Dh]
+      vec_g = torch::matmul(tmq.to(vec_all.scalar_type()),
+                            vec_all);  // [B, H, P, Dh]
     } else {
-      vec_g = core(q_g, c.query_bias);                                        // [B, H, P, Dh]
+      vec_g = core(q_g, c.query_bias);  // [B, H, P, Dh]
       // A padding target (all-zero row) gets no attention output, as HF.
       vec_g = vec_g * c.target_valid.to(vec_g.scalar_type());
     }
-    new_g = lay.ff(attn->PostAttention(g_in, vec_g));                         // [B, P, D]
+    new_g = lay.ff(attn->PostAttention(g_in, vec_g));  // [B, P, D]
   }
-  new_h = lay.ff(new_h);                                                      // [B, L, D]
+  new_h = lay.ff(new_h);  // [B, L, D]
   if (!new_g.defined()) return {new_h};
   return {new_h, new_g};
 }
@@ -337,13 +199,14 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
 }  // namespace
 
 XLNetModelImpl::XLNetModelImpl(const XLNetConfig& config) : config_(config) {
-  TORCH_CHECK(config.d_model == config.n_head * config.d_head,
-              "d_model ", config.d_model, " != n_head ", config.n_head,
-              " * d_head ", config.d_head);
-  word_embedding = register_module(
-      "word_embedding",
-      torch::nn::Embedding(config.vocab_size, config.d_model));
-  mask_emb = register_parameter("mask_emb", torch::empty({1, 1, config.d_model}));
+  TORCH_CHECK(config.d_model == config.n_head * config.d_head, "d_model ",
+              config.d_model, " != n_head ", config.n_head, " * d_head ",
+              config.d_head);
+  word_embedding =
+      register_module("word_embedding",
+                      torch::nn::Embedding(config.vocab_size, config.d_model));
+  mask_emb =
+      register_parameter("mask_emb", torch::empty({1, 1, config.d_model}));
   layer = register_module("layer", torch::nn::ModuleList());
   for (int64_t n = 0; n < config.n_layer; ++n) {
     layer->push_back(XLNetLayer(config));
@@ -396,9 +259,9 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   const int64_t mlen = has_mems ? inputs.mems[0].size(0) : 0;
   const int64_t klen = mlen + l;
   for (const auto& m : inputs.mems) {
-    TORCH_CHECK(m.dim() == 3 && m.size(0) == mlen && m.size(1) == b &&
-                    m.size(2) == d,
-                "mems must be [", mlen, ", ", b, ", ", d, "], got ", m.sizes());
+    TORCH_CHECK(
+        m.dim() == 3 && m.size(0) == mlen && m.size(1) == b && m.size(2) == d,
+        "mems must be [", mlen, ", ", b, ", ", d, "], got ", m.sizes());
   }
   const bool two_stream = inputs.target_mapping.defined();
   const bool training = is_training();
@@ -409,8 +272,10 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
       BuildStreamMasks(inputs, mlen, config_.attn_type, config_.same_length);
   const torch::Tensor seg_diff = BuildSegmentDiff(inputs.token_type_ids, mlen);
   AttentionBias content_bias;
-  if (masks.content.defined()) content_bias.mask = masks.content.unsqueeze(1);  // [B|1, 1, L, K]
-  if (seg_diff.defined()) content_bias.seg_diff = seg_diff.unsqueeze(1);        // [B, 1, L, K]
+  if (masks.content.defined())
+    content_bias.mask = masks.content.unsqueeze(1);  // [B|1, 1, L, K]
+  if (seg_diff.defined())
+    content_bias.seg_diff = seg_diff.unsqueeze(1);  // [B, 1, L, K]
 
   AttentionBias query_bias;  // P x K (default) or L x K (query_all_positions)
   torch::Tensor tm, target_valid;
@@ -418,21 +283,25 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   if (two_stream) {
     tm = inputs.target_mapping;
     TORCH_CHECK(tm.dim() == 3 && tm.size(0) == b && tm.size(2) == l,
-                "target_mapping must be [", b, ", P, ", l, "], got ", tm.sizes());
+                "target_mapping must be [", b, ", P, ", l, "], got ",
+                tm.sizes());
     p = tm.size(1);
     if (options.query_all_positions) {
-      if (masks.query.defined()) query_bias.mask = masks.query.unsqueeze(1);    // [B|1, 1, L, K]
+      if (masks.query.defined())
+        query_bias.mask = masks.query.unsqueeze(1);  // [B|1, 1, L, K]
       query_bias.seg_diff = content_bias.seg_diff;
     } else {
-      auto pos = tm.argmax(2);                                                  // [B, P]
-      target_valid = (tm.sum(2) > 0).view({b, 1, p, 1});                        // [B, 1, P, 1]
-      auto rows = pos.unsqueeze(2).expand({b, p, klen});                        // [B, P, K]
+      auto pos = tm.argmax(2);                            // [B, P]
+      target_valid = (tm.sum(2) > 0).view({b, 1, p, 1});  // [B, 1, P, 1]
+      auto rows = pos.unsqueeze(2).expand({b, p, klen});  // [B, P, K]
       if (masks.query.defined()) {
-        query_bias.mask =
-            masks.query.expand({b, l, klen}).gather(1, rows).unsqueeze(1);      // [B, 1, P, K]
+        query_bias.mask = masks.query.expand({b, l, klen})
+                              .gather(1, rows)
+                              .unsqueeze(1);  // [B, 1, P, K]
       }
       if (seg_diff.defined()) {
-        query_bias.seg_diff = seg_diff.gather(1, rows).unsqueeze(1);            // [B, 1, P, K]
+        query_bias.seg_diff =
+            seg_diff.gather(1, rows).unsqueeze(1);  // [B, 1, P, K]
       }
       query_bias.query_pos = pos;
     }
@@ -442,19 +311,20 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   const auto drop = [&](const torch::Tensor& x) {
     return BackboneDropout(x, p_drop, training, counter);
   };
-  auto h = drop(word_embedding(ids));                                          // [B, L, D]
+  auto h = drop(word_embedding(ids));  // [B, L, D]
   torch::Tensor g;
   if (two_stream) {
-    g = drop(mask_emb.expand({b, p, d}));                                        // [B, P, D]
+    g = drop(mask_emb.expand({b, p, d}));  // [B, P, D]
   }
-  auto pos_emb = RelativePositionalEncoding(l, klen, d, config_.clamp_len,
-                                            config_.bi_data, ids.device());    // [Bp, R, D]
+  auto pos_emb =
+      RelativePositionalEncoding(l, klen, d, config_.clamp_len, config_.bi_data,
+                                 ids.device());  // [Bp, R, D]
   pos_emb = drop(pos_emb);
   torch::Tensor half_index;
   if (config_.bi_data) {
     TORCH_CHECK(b % 2 == 0, "bi_data needs an even batch size, got ", b);
     half_index = (torch::arange(b, ids.options().dtype(torch::kLong)) >= b / 2)
-                     .to(torch::kLong);                                         // [B]
+                     .to(torch::kLong);  // [B]
   }
 
   auto context = std::make_shared<LayerContext>();
@@ -479,7 +349,8 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     torch::Tensor mem;
     if (has_mems) mem = inputs.mems[n];
     if (options.use_mems) {
-      out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem, config_));      // [M', B, D]
+      out.new_mems.push_back(
+          CacheMem(h.transpose(0, 1), mem, config_));  // [M', B, D]
     }
     std::vector<torch::Tensor> streams;
     streams.reserve(2);
@@ -524,11 +395,11 @@ void XLNetLMHeadModelImpl::ResetParameters() {
 
 torch::Tensor XLNetLMHeadModelImpl::Logits(const torch::Tensor& h) {
   return torch::nn::functional::linear(h, transformer->word_embedding->weight,
-                                       lm_loss->bias);                          // [..., V]
+                                       lm_loss->bias);  // [..., V]
 }
 
-XLNetLMOutputs XLNetLMHeadModelImpl::forward(const XLNetInputs& inputs,
-                                             const XLNetForwardOptions& options) {
+XLNetLMOutputs XLNetLMHeadModelImpl::forward(
+    const XLNetInputs& inputs, const XLNetForwardOptions& options) {
   XLNetLMOutputs out;
   static_cast<XLNetOutputs&>(out) = transformer->forward(inputs, options);
   out.logits = Logits(out.query_hidden_state.defined() ? out.query_hidden_state
@@ -542,9 +413,10 @@ torch::Tensor PartialPredictionLoss(const torch::Tensor& logits,
   TORCH_CHECK(logits.dim() == labels.dim() + 1 &&
                   logits.sizes().slice(0, labels.dim()).equals(labels.sizes()),
               "loss: logits ", logits.sizes(), " vs labels ", labels.sizes());
-  auto valid = labels >= 0;                                   // HF ignore_index -100
+  auto valid = labels >= 0;  // HF ignore_index -100
   auto logp = torch::log_softmax(logits.to(torch::kFloat), -1);
-  auto nll = -logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1);  // [B, P]
+  auto nll = -logp.gather(-1, labels.clamp_min(0).unsqueeze(-1))
+                  .squeeze(-1);  // [B, P]
   auto weight = valid.to(torch::kFloat);
   if (target_mask.defined()) weight = weight * target_mask.to(torch::kFloat);
   return (nll * weight).sum() / weight.sum().clamp_min(1e-12);

@@ -2,8 +2,8 @@
 // LM-head model (HF `XLNetLMHeadModel`), with parameters registered under
 // HuggingFace's names so `named_parameters()` maps 1:1 onto HF state dicts:
 //
-//   transformer.word_embedding.weight [V, D]      transformer.mask_emb [1, 1, D]
-//   transformer.layer.N.rel_attn.{q,k,v,o,r} [D, H, Dh]
+//   transformer.word_embedding.weight [V, D]      transformer.mask_emb [1, 1,
+//   D] transformer.layer.N.rel_attn.{q,k,v,o,r} [D, H, Dh]
 //   transformer.layer.N.rel_attn.{r_w_bias,r_r_bias,r_s_bias} [H, Dh]
 //   transformer.layer.N.rel_attn.seg_embed [2, H, Dh]
 //   transformer.layer.N.rel_attn.layer_norm.{weight,bias} [D]
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
+#include "config/config.h"
 #include "model/relative_attention.h"
 #include "model/tiled_attention.h"
 

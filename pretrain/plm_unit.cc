@@ -4,8 +4,9 @@
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
-#include "model/checkpoint.h"
 #include "model/precision.h"
+#include "model_io/load.h"
+#include "model_io/save.h"
 
 namespace xlnet {
 namespace {
@@ -25,13 +26,6 @@ std::string TensorString(const torch::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
 }
 
-bool SameArchitecture(const XLNetConfig& a, const XLNetConfig& b) {
-  return a.vocab_size == b.vocab_size && a.d_model == b.d_model &&
-         a.n_layer == b.n_layer && a.n_head == b.n_head &&
-         a.d_head == b.d_head && a.d_inner == b.d_inner &&
-         a.untie_r == b.untie_r;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
@@ -41,20 +35,6 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(train.device));
   XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(train.dtype));
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
-  // The model's memory follows the data layout (official: reuse_len is both
-  // a data and a model flag, and so is bi_data).
-  if (config.model.bi_data != config.data.bi_data) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.bi_data (", config.model.bi_data, ") must equal data.bi_data (",
-        config.data.bi_data, ") for pretraining"));
-  }
-  if (!config.model.reuse_len) config.model.reuse_len = config.data.reuse_len;
-  if (*config.model.reuse_len != config.data.reuse_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.reuse_len (", *config.model.reuse_len,
-                     ") must equal data.reuse_len (", config.data.reuse_len,
-                     ") so memory holds the reused half"));
-  }
   const int64_t per_step = options.world_size * train.grad_accum_steps;
   if (train.batch_size % per_step != 0 ||
       (config.data.bi_data && (train.batch_size / per_step) % 2 != 0)) {
@@ -103,15 +83,16 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   }
 
   if (!options.init_dir.empty()) {
+    // The architecture must match; the run's settings (memory, bi_data,
+    // dropout, ...) are the config's, not those of the stored config.json.
+    XLNET_ASSIGN_OR_RETURN(ModelDir init, ReadModelDir(options.init_dir));
+    XLNET_RETURN_IF_ERROR(
+        CheckSameArchitecture(init.config, config.model, options.init_dir));
+    unit->model_ = XLNetLMHeadModel(config.model);
     LoadOptions load;
     load.ignore_prefixes = FineTuningHeadPrefixes();
-    XLNET_ASSIGN_OR_RETURN(unit->model_,
-                           LoadPretrained(options.init_dir, load));
-    if (!SameArchitecture(unit->model_->config(), config.model)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options.init_dir,
-          ": its architecture differs from the config's model section"));
-    }
+    XLNET_RETURN_IF_ERROR(
+        LoadStateDict(*unit->model_, init.tensors, init.weights_path, load));
   } else {
     torch::manual_seed(train.seed);
     unit->model_ = XLNetLMHeadModel(config.model);

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config.h"
+#include "config/config.h"
 #include "data_pipeline/sampler.h"
 #include "model/xlnet.h"
-#include "pretrain/trainer.h"
+#include "train/trainer.h"
 
 namespace xlnet {
 

@@ -31,7 +31,7 @@ echo "== 3. pretraining configs/tiny.yaml (resumes if a checkpoint exists)"
 
 CKPT=$(ls -d "$OUT"/pretrain/checkpoints/step_* | sort -t_ -k2 -n | tail -1)
 echo "== 4. fine-tuning $CKPT on the 4-genre sample (classification)"
-"$BIN/xlnet-finetune" --config configs/tiny.yaml --task classification \
+"$BIN/xlnet-finetune" --config configs/tiny-finetune.yaml --task classification \
   --init "$CKPT" --tokenizer "$OUT/spiece.model" \
   --train data/sample/genre_train.tsv \
   --dev data/sample/genre_dev.tsv --test data/sample/genre_test.tsv \

@@ -16,6 +16,7 @@ PACKAGES=(
   zlib1g-dev                 # CRC-32 checksums of checkpoints
   libgloo-dev                # headers for c10d's Gloo backend (CPU data parallel)
   libopenblas0-openmp        # fast BLAS for LibTorch (5-11x the reference BLAS)
+  python3-matplotlib         # xlnet-plot (tools/xlnet_plot.py): loss curves to PNG
 )
 
 missing=()

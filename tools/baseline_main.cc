@@ -1,9 +1,31 @@
 // xlnet-baseline: a bag-of-words classifier to compare fine-tuning against
-// (see finetune/bow_baseline.h).
+// (finetune/bow_baseline.h).
+#include "common/flags.h"
+#include "common/status.h"
 #include "common/tool_main.h"
-#include "finetune/finetune_command.h"
+#include "finetune/bow_baseline.h"
+
+namespace {
+
+absl::Status Run(int argc, char** argv) {
+  xlnet::finetune::BaselineRunOptions o;
+  xlnet::FlagParser flags(
+      "xlnet-baseline", "--train F --dev F [--test F] --out DIR [--epochs N]");
+  flags.AddString("train", &o.train, "training data (.tsv/.jsonl)");
+  flags.AddString("dev", &o.dev, "dev data (picks the L2 penalty)");
+  flags.AddString("test", &o.test, "test data (scored at the end)");
+  flags.AddString("out", &o.out_dir, "writes OUT/eval_results.json");
+  flags.AddString("bad_rows", &o.bad_rows, "skip or error");
+  flags.AddInt("epochs", &o.model.epochs, "full-batch Adam epochs");
+  for (const char* name : {"train", "dev", "out"}) flags.Require(name);
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
+  return xlnet::finetune::RunBaseline(o);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  return xlnet::RunTool("xlnet-baseline", argc, argv,
-                        &xlnet::RunBaselineCommand);
+  return xlnet::RunTool("xlnet-baseline", argc, argv, &Run);
 }

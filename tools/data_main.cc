@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "common/config.h"
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
+#include "config/config.h"
 #include "data_pipeline/data_commands.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace {

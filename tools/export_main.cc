@@ -1,12 +1,12 @@
 // xlnet-export: any model directory of ours (pretraining checkpoint,
 // fine-tuned model, HF directory) -> a HuggingFace directory with
-// config.json, model.safetensors and spiece.model (see model/export.h).
+// config.json, model.safetensors and spiece.model (see model_io/export.h).
 #include <iostream>
 
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
-#include "model/export.h"
+#include "model_io/export.h"
 
 namespace {
 

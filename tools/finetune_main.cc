@@ -1,9 +1,62 @@
-// xlnet-finetune: fine-tuning on classification, regression and SQuAD
-// (see finetune/finetune_command.h).
+// xlnet-finetune: fine-tuning on classification, regression or SQuAD
+// (finetune/finetune.h).
+#include "common/flags.h"
+#include "common/status.h"
 #include "common/tool_main.h"
-#include "finetune/finetune_command.h"
+#include "finetune/finetune.h"
+
+namespace {
+
+absl::Status Run(int argc, char** argv) {
+  xlnet::FinetuneOptions o;
+  xlnet::FlagParser flags(
+      "xlnet-finetune",
+      "--task classification|regression|squad --init MODEL_DIR --out RUN_DIR "
+      "[--train F] [--dev F] [--test F] [--config CFG.yaml] [--set k=v ...] "
+      "[--resume latest|DIR] [--from_scratch] [--do_predict] "
+      "[--nproc_per_node N]");
+  flags.AddConfigFlags(&o.config_path, &o.overrides);
+  flags.AddString("task", &o.task, "classification, regression or squad");
+  flags.AddString("init", &o.init_dir,
+                  "model to start from: a pretraining checkpoint of ours, a "
+                  "fine-tuned RUN/best, or a HuggingFace XLNet directory (its "
+                  "config.json is the model section)");
+  flags.AddString("train", &o.train,
+                  "training data (.tsv/.jsonl; SQuAD .json); without it the "
+                  "model is only evaluated");
+  flags.AddString("dev", &o.dev,
+                  "dev data: evaluated every train.eval_steps; picks the best "
+                  "checkpoint");
+  flags.AddString("test", &o.test, "test data: evaluated at the end");
+  flags.AddString("out", &o.out_dir,
+                  "run directory: best/, checkpoints/, metrics.jsonl, "
+                  "eval_results.json, predictions");
+  flags.AddString("resume", &o.resume,
+                  "'latest' (newest valid checkpoint in --out) or a "
+                  "checkpoint directory");
+  flags.AddString("tokenizer", &o.tokenizer,
+                  "spiece.model (default: data.tokenizer, else the one in "
+                  "--init)");
+  flags.AddString("labels", &o.labels,
+                  "classification: comma-separated class names in id order "
+                  "(default: sorted training labels)");
+  flags.AddBool("from_scratch", &o.from_scratch,
+                "random weights with --init's architecture (the baseline "
+                "without pretraining)");
+  flags.AddBool("do_predict", &o.do_predict,
+                "--test may be unlabeled: write its predictions (scored too "
+                "when labels are present)");
+  xlnet::AddLaunchFlags(flags, &o.launch);
+  for (const char* name : {"task", "init", "out"}) flags.Require(name);
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
+  o.launch.rank_args = xlnet::RankArgs(argc, argv);
+  return xlnet::RunFinetuning(o);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  return xlnet::RunTool("xlnet-finetune", argc, argv,
-                        &xlnet::RunFinetuneCommand);
+  return xlnet::RunTool("xlnet-finetune", argc, argv, &Run);
 }

@@ -3,10 +3,10 @@
 #include <iostream>
 
 #include "common/flags.h"
-#include "common/inspect.h"
 #include "common/runtime.h"
 #include "common/status.h"
 #include "common/tool_main.h"
+#include "model_io/inspect.h"
 
 namespace {
 

@@ -1,8 +1,39 @@
-// xlnet-pretrain: permutation-LM pretraining (see pretrain/pretrain_command.h).
+// xlnet-pretrain: permutation-LM pretraining (pretrain/pretrain.h).
+#include "common/flags.h"
+#include "common/status.h"
 #include "common/tool_main.h"
-#include "pretrain/pretrain_command.h"
+#include "pretrain/pretrain.h"
+
+namespace {
+
+absl::Status Run(int argc, char** argv) {
+  xlnet::PretrainOptions o;
+  xlnet::FlagParser flags(
+      "xlnet-pretrain",
+      "--config CFG.yaml --data DATA_DIR --out RUN_DIR [--set k=v ...] "
+      "[--resume latest|CHECKPOINT_DIR] [--init MODEL_DIR] "
+      "[--nproc_per_node N]");
+  flags.AddConfigFlags(&o.config_path, &o.overrides);
+  flags.AddString("data", &o.data_dir, "prepared shards (xlnet-data prepare)");
+  flags.AddString("out", &o.out_dir,
+                  "run directory: config.yaml, metrics.jsonl, checkpoints/");
+  flags.AddString(
+      "resume", &o.resume,
+      "'latest' (newest valid checkpoint in --out, if any) or a checkpoint "
+      "directory");
+  flags.AddString("init", &o.init_dir,
+                  "start from this model directory (HF layout)");
+  xlnet::AddLaunchFlags(flags, &o.launch);
+  for (const char* name : {"config", "data", "out"}) flags.Require(name);
+  XLNET_ASSIGN_OR_RETURN(const bool proceed,
+                         flags.ParseCommandLine(argc, argv));
+  if (!proceed) return absl::OkStatus();
+  o.launch.rank_args = xlnet::RankArgs(argc, argv);
+  return xlnet::RunPretraining(o);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  return xlnet::RunTool("xlnet-pretrain", argc, argv,
-                        &xlnet::RunPretrainCommand);
+  return xlnet::RunTool("xlnet-pretrain", argc, argv, &Run);
 }

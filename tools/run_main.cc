@@ -6,7 +6,7 @@
 #include "common/runtime.h"
 #include "common/status.h"
 #include "common/tool_main.h"
-#include "model/run.h"
+#include "model_io/run.h"
 
 namespace {
 

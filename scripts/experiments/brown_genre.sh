@@ -11,17 +11,22 @@
 #
 # usage: scripts/experiments/brown_genre.sh BROWN_DIR [OUT]
 #   BROWN_DIR holds brown.txt and genre/{train,dev,test}.tsv.
-#   XLNET_CONFIG picks the config (default configs/brown-small.yaml, CPU;
-#   configs/brown-medium.yaml is the GPU one behind the README's figures);
-#   XLNET_SET="--set train.device=cuda" adds settings to every training run;
+#   XLNET_CONFIG picks the pretraining config (default
+#   configs/brown-small.yaml, CPU; configs/brown-medium.yaml is the GPU one
+#   behind the README's figures) and XLNET_FT_CONFIG the fine-tuning one
+#   (default: the same name with -finetune); XLNET_SET="--set
+#   train.device=cuda" adds settings to pretraining, XLNET_FT_SET to
+#   fine-tuning;
 #   XLNET_BOW=0 skips the baseline; XLNET_BIN picks the binaries' folder.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BROWN=${1:?usage: brown_genre.sh BROWN_DIR [OUT]}
 OUT=${2:-runs/brown_genre}
 BIN=${XLNET_BIN:-build/bin}
-read -r -a SET <<<"${XLNET_SET:-}"
+read -r -a SET <<<"${XLNET_SET:-}"        # --set ... for pretraining
+read -r -a FT_SET <<<"${XLNET_FT_SET:-}"  # --set ... for fine-tuning
 CFG=${XLNET_CONFIG:-configs/brown-small.yaml}
+FT_CFG=${XLNET_FT_CONFIG:-${CFG%.yaml}-finetune.yaml}
 GENRE=$BROWN/genre
 mkdir -p "$OUT"
 
@@ -37,10 +42,10 @@ CKPT=$(ls -d "$OUT"/pretrain/checkpoints/step_* | sort -t_ -k2 -n | tail -1)
 for init in pretrained scratch; do
   extra=()
   [ "$init" = scratch ] && extra=(--from_scratch)
-  "$BIN/xlnet-finetune" --config "$CFG" --task classification \
+  "$BIN/xlnet-finetune" --config "$FT_CFG" --task classification \
     --init "$CKPT" --tokenizer "$OUT/spiece.model" --train "$GENRE/train.tsv" --dev "$GENRE/dev.tsv" \
     --test "$GENRE/test.tsv" --out "$OUT/finetune_$init" --resume latest \
-    "${extra[@]}" "${SET[@]}"
+    "${extra[@]}" "${FT_SET[@]}"
 done
 [ "${XLNET_BOW:-1}" = 0 ] || "$BIN/xlnet-baseline" --train "$GENRE/train.tsv" --dev "$GENRE/dev.tsv" \
   --test "$GENRE/test.tsv" --out "$OUT/bow"

@@ -1,6 +1,7 @@
 #include "common/file_util.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +125,39 @@ TEST_F(FileUtilTest, ErrorsNamePaths) {
   auto bad = WriteFileAtomic(dir_ + "/no/such/dir/file", "x");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("/no/such/dir"), std::string::npos);
+}
+
+TEST_F(FileUtilTest, ReadFileRefusesSpecialFilesAndHonoursTheBound) {
+  const std::string path = dir_ + "/ten.txt";
+  ASSERT_TRUE(WriteFileAtomic(path, "0123456789").ok());
+  EXPECT_EQ(*ReadFile(path, 10), "0123456789");
+  auto over = ReadFile(path, 9);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.status().message(),
+            path + ": larger than the limit of 9 bytes");
+
+  // A FIFO would block and /dev/zero never ends: both are refused at once.
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto from_fifo = ReadFile(fifo);
+  ASSERT_FALSE(from_fifo.ok());
+  EXPECT_EQ(from_fifo.status().message(),
+            fifo + ": not a regular file (a FIFO)");
+  auto zero = ReadFile("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(),
+            "/dev/zero: not a regular file (a character device)");
+  auto dir = ReadFile(dir_);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(dir.status().message().find("a directory"), std::string::npos);
+
+  // Files under /proc report size 0 but have contents.
+  auto status = ReadFile("/proc/self/status");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_NE(status->find("Pid:"), std::string::npos);
+  EXPECT_FALSE(ReadFile("/proc/self/status", 4).ok());
 }
 
 }  // namespace

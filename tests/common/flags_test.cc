@@ -58,5 +58,21 @@ TEST(FlagsTest, ErrorsAndHelp) {
   EXPECT_NE(f4.Help().find("--help"), std::string::npos);
 }
 
+TEST(FlagsTest, Doubles) {
+  double thresh = 1.0;
+  FlagParser flags("xlnet-test", "ARGS");
+  flags.AddDouble("thresh", &thresh, "threshold");
+  const char* ok[] = {"prog", "--thresh=-2.5e-1"};
+  ASSERT_TRUE(flags.Parse(2, ok).ok());
+  EXPECT_DOUBLE_EQ(thresh, -0.25);
+  for (const char* text : {"x", "nan", "inf", ""}) {
+    FlagParser f("xlnet-test", "ARGS");
+    f.AddDouble("thresh", &thresh, "threshold");
+    const char* bad[] = {"prog", "--thresh", text};
+    EXPECT_EQ(f.Parse(3, bad).message(),
+              std::string("--thresh: expected a number, got '") + text + "'");
+  }
+}
+
 }  // namespace
 }  // namespace xlnet

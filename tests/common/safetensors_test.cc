@@ -38,7 +38,7 @@ class SafetensorsTest : public ::testing::Test {
 
 TEST_F(SafetensorsTest, RoundTripEveryDtype) {
   torch::manual_seed(0);
-  std::vector<std::pair<std::string, torch::Tensor>> tensors = {
+  NamedTensors tensors = {
       {"f64", torch::randn({3, 2}, torch::kFloat64)},
       {"f32", torch::randn({2, 3, 4})},
       {"f16", torch::randn({5}).to(torch::kFloat16)},

@@ -1,4 +1,6 @@
 // The permutation-LM sampler: masks, targets, spans, streams, ranks, resume.
+#include "data_pipeline/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,11 +8,10 @@
 #include <set>
 #include <sstream>
 
-#include "common/config.h"
 #include "common/safetensors.h"
+#include "config/config.h"
 #include "data_pipeline/data_commands.h"
 #include "data_pipeline/plm_sample.h"
-#include "data_pipeline/sampler.h"
 #include "tests/data_pipeline/data_test_env.h"
 
 namespace xlnet::data::testing {
@@ -94,7 +95,8 @@ void CheckSample(const PlmBatch& batch, int64_t k, const DataConfig& d) {
     if (!target[i]) continue;
     ASSERT_EQ(tmask[slot], 1.0f);
     ASSERT_EQ(tgt[slot], ids[i]);
-    for (int64_t j = 0; j < L; ++j) ASSERT_EQ(tm[slot][j], j == i ? 1.0f : 0.0f);
+    for (int64_t j = 0; j < L; ++j)
+      ASSERT_EQ(tm[slot][j], j == i ? 1.0f : 0.0f);
     ++slot;
   }
   ASSERT_EQ(slot, n_targets);
@@ -114,9 +116,11 @@ void CheckSample(const PlmBatch& batch, int64_t k, const DataConfig& d) {
         continue;
       }
       if (!mof[j]) {
-        ASSERT_EQ(pm[i][j], 0.0f) << "context token " << j << " hidden from " << i;
+        ASSERT_EQ(pm[i][j], 0.0f)
+            << "context token " << j << " hidden from " << i;
       } else if (!mof[i]) {
-        ASSERT_EQ(pm[i][j], 1.0f) << "context token " << i << " sees masked " << j;
+        ASSERT_EQ(pm[i][j], 1.0f)
+            << "context token " << i << " sees masked " << j;
       }
     }
     // A target never sees itself (query stream); functional tokens do.
@@ -172,7 +176,8 @@ TEST(SamplerTest, BatchesHaveTheDocumentedShapesAndProperties) {
     EXPECT_EQ(b.target_mask.dtype(), torch::kFloat32);
     EXPECT_EQ(b.is_masked.dtype(), torch::kBool);
     for (int64_t k = 0; k < 8; ++k) {
-      SCOPED_TRACE("step " + std::to_string(step) + " row " + std::to_string(k));
+      SCOPED_TRACE("step " + std::to_string(step) + " row " +
+                   std::to_string(k));
       CheckSample(b, k, d);
     }
   }
@@ -214,14 +219,16 @@ TEST(SamplerTest, RowsContinueAcrossSteps) {
         if (backward) std::reverse(ids.begin(), ids.end());
         auto got = batches[t + 1].input_ids[row].slice(0, 0, R);
         for (int64_t i = 0; i < R; ++i) {
-          ASSERT_EQ(got[i].item<int64_t>(), ids[i]) << "row " << row << " step " << t + 1;
+          ASSERT_EQ(got[i].item<int64_t>(), ids[i])
+              << "row " << row << " step " << t + 1;
         }
       }
     }
     if (bi) {
       // Backward row r reads forward stream r reversed: the same tokens.
       const int64_t fwd_start = sampler->CorpusPosition(0, 1, 0);
-      const int64_t bwd_end = sampler->CorpusPosition(0, 5, sampler->stream_length() - 1);
+      const int64_t bwd_end =
+          sampler->CorpusPosition(0, 5, sampler->stream_length() - 1);
       EXPECT_EQ(fwd_start, bwd_end);
     }
   }
@@ -238,18 +245,21 @@ TEST(SamplerTest, RankSlicesPartitionTheGlobalBatch) {
       std::set<int64_t> seen;
       std::vector<PlmBatch> assembled(2);
       for (int step = 0; step < 2; ++step) {
-        assembled[step] = PlmBatch{
-            torch::zeros_like(full[step].input_ids), torch::zeros_like(full[step].token_type_ids),
-            torch::zeros_like(full[step].perm_mask), torch::zeros_like(full[step].target_mapping),
-            torch::zeros_like(full[step].target), torch::zeros_like(full[step].target_mask),
-            torch::zeros_like(full[step].is_masked)};
+        assembled[step] = PlmBatch{torch::zeros_like(full[step].input_ids),
+                                   torch::zeros_like(full[step].token_type_ids),
+                                   torch::zeros_like(full[step].perm_mask),
+                                   torch::zeros_like(full[step].target_mapping),
+                                   torch::zeros_like(full[step].target),
+                                   torch::zeros_like(full[step].target_mask),
+                                   torch::zeros_like(full[step].is_masked)};
       }
       for (int rank = 0; rank < world; ++rank) {
         auto local = MakeSampler(d, 8, rank, world);
         ASSERT_NE(local, nullptr);
         const auto rows = local->local_rows();
         ASSERT_EQ(static_cast<int>(rows.size()), 8 / world);
-        for (int64_t r : rows) EXPECT_TRUE(seen.insert(r).second) << "row " << r << " twice";
+        for (int64_t r : rows)
+          EXPECT_TRUE(seen.insert(r).second) << "row " << r << " twice";
         if (bi) {
           // Its forward rows, then the matching backward rows.
           const int64_t h = rows.size() / 2;
@@ -268,7 +278,8 @@ TEST(SamplerTest, RankSlicesPartitionTheGlobalBatch) {
         }
       }
       EXPECT_EQ(seen.size(), 8u);
-      for (int step = 0; step < 2; ++step) ExpectBatchesEqual(assembled[step], full[step]);
+      for (int step = 0; step < 2; ++step)
+        ExpectBatchesEqual(assembled[step], full[step]);
     }
   }
 }
@@ -337,7 +348,8 @@ TEST(SamplerTest, SpansAreWholeWordsWithinBudget) {
         std::vector<int32_t> ids(n);
         corpus.CopyIds((w * 611) % (corpus.size() - n), n, ids.data());
         Rng rng = Rng::For({17, static_cast<uint64_t>(w), quirks, reverse});
-        MaskResult r = SampleMask(ids.data(), n, is_start, reverse, goal, opt, rng);
+        MaskResult r =
+            SampleMask(ids.data(), n, is_start, reverse, goal, opt, rng);
         ASSERT_EQ(std::count(r.mask.begin(), r.mask.end(), 1), goal);
         std::vector<uint8_t> rebuilt(n, 0);
         int64_t prev_end = reverse ? n + 1 : -1;
@@ -377,7 +389,8 @@ TEST(SamplerTest, SpansAreWholeWordsWithinBudget) {
       }
     }
   }
-  EXPECT_GT(multi_piece_words, 0) << "the fix should mask whole multi-piece words";
+  EXPECT_GT(multi_piece_words, 0)
+      << "the fix should mask whole multi-piece words";
 }
 
 TEST(SamplerTest, BudgetBeyondTheSegmentTerminates) {
@@ -404,7 +417,8 @@ TEST(SamplerTest, BudgetBeyondTheSegmentTerminates) {
   std::vector<int32_t> ids(10, 20);
   std::vector<uint8_t> is_start(1000, 1);
   Rng rng(3);
-  MaskResult r = SampleMask(ids.data(), 10, is_start, false, 85, SpanOptions{}, rng);
+  MaskResult r =
+      SampleMask(ids.data(), 10, is_start, false, 85, SpanOptions{}, rng);
   EXPECT_EQ(std::count(r.mask.begin(), r.mask.end(), 1), 10);
 }
 

@@ -10,11 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "common/file_util.h"
 #include "data_pipeline/sentencepiece_bridge.h"
-#include "data_pipeline/shards.h"
+#include "data_pipeline/shard_reader.h"
+#include "data_pipeline/shard_writer.h"
+#include "data_pipeline/text.h"
 #include "data_pipeline/tokenizer.h"
 #include "tests/data_pipeline/data_test_env.h"
 
@@ -25,10 +26,9 @@ std::string SamplePath() {
 }
 
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto contents = ReadFile(path);
+  EXPECT_TRUE(contents.ok()) << contents.status();
+  return contents.value_or("");
 }
 
 void WriteAll(const std::string& path, const std::string& contents) {

@@ -158,12 +158,5 @@ TEST(SquadEvalTest, MatchesTheOfficialScriptOnTheScoringFixture) {
   }
 }
 
-TEST(SquadEvalTest, WhitespaceHelpers) {
-  EXPECT_EQ(SplitPythonWhitespace(" a\tb\u2003c\n"),
-            (std::vector<std::string>{"a", "b", "c"}));
-  EXPECT_EQ(StripPythonWhitespace("\u00a0 x y \u3000"), "x y");
-  EXPECT_EQ(StripPythonWhitespace(" \t "), "");
-}
-
 }  // namespace
 }  // namespace xlnet::finetune

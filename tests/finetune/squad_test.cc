@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "data_pipeline/text.h"
 #include "finetune/squad_eval.h"
 #include "tests/finetune/finetune_test_env.h"
 #include "tests/test_util.h"
@@ -15,6 +16,7 @@
 namespace xlnet::finetune {
 namespace {
 
+using ::xlnet::data::SubstrByChars;
 using ::xlnet::finetune::testing::FixturePath;
 using ::xlnet::finetune::testing::SmallTokenizer;
 

@@ -3,8 +3,6 @@
 // and inference outputs; golden_tiny/heads.safetensors: 2-class), the
 // official answer-class mode against a hand computation, p_mask, a
 // double-precision gradient check of the QA head, loading and saving.
-#include "model/heads.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,8 +10,12 @@
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
-#include "common/model_dir.h"
 #include "model/precision.h"
+#include "model/question_answering.h"
+#include "model/sequence_classification.h"
+#include "model_io/load.h"
+#include "model_io/model_dir.h"
+#include "model_io/save.h"
 #include "tests/model/test_util.h"
 #include "tests/test_util.h"
 
@@ -268,8 +270,7 @@ TEST_F(HeadsTest, LoadErrorsNameTheFile) {
   testing::TempDir tmp;
   // A partial head: the missing tensor is named with the weights file.
   auto golden = ReadTensors(GoldenDir() + "/model.safetensors");
-  std::vector<std::pair<std::string, torch::Tensor>> tensors(golden.begin(),
-                                                             golden.end());
+  NamedTensors tensors(golden.begin(), golden.end());
   tensors.emplace_back("logits_proj.weight", torch::zeros({2, 64}));
   auto config = ReadModelConfigJson(GoldenDir() + "/config.json");
   ASSERT_TRUE(config.ok());

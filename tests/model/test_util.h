@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "common/safetensors.h"
-#include "model/checkpoint.h"
 #include "model/xlnet.h"
+#include "model_io/load.h"
+#include "model_io/save.h"
 
 namespace xlnet::testing {
 
@@ -24,7 +25,8 @@ inline std::string GoldenDir() {
 }
 
 // All tensors of a safetensors file by name (test aborts on error).
-inline std::map<std::string, torch::Tensor> ReadTensors(const std::string& path) {
+inline std::map<std::string, torch::Tensor> ReadTensors(
+    const std::string& path) {
   auto file = SafetensorsFile::Open(path);
   EXPECT_TRUE(file.ok()) << file.status();
   std::map<std::string, torch::Tensor> out;
@@ -39,7 +41,10 @@ inline std::map<std::string, torch::Tensor> ReadTensors(const std::string& path)
 inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
   if (!a.sizes().equals(b.sizes())) return 1e30;
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  return (a.to(torch::kDouble) - b.to(torch::kDouble))
+      .abs()
+      .max()
+      .item<double>();
 }
 
 // MaxAbsDiff, also printed as "[ diff ] name: value" for the test log.
@@ -74,7 +79,8 @@ inline AttentionOptions TestAttention() {
 }
 
 // The golden tiny model (fp32, eval mode, TestAttention()).
-inline XLNetLMHeadModel LoadGoldenModel(const std::string& config = "config.json") {
+inline XLNetLMHeadModel LoadGoldenModel(
+    const std::string& config = "config.json") {
   auto model = LoadPretrained(GoldenDir());
   EXPECT_TRUE(model.ok()) << model.status();
   if (config != "config.json") {
@@ -154,7 +160,8 @@ inline XLNetInputs MakePlmInputs(int64_t b, int64_t l, int64_t p, int64_t vocab,
       }
     }
     x.token_type_ids[r][l - 1] = 2;
-    auto order = torch::randperm(l - npad, torch::kLong) + npad;  // real positions
+    auto order =
+        torch::randperm(l - npad, torch::kLong) + npad;  // real positions
     std::vector<int64_t> rank(l, -1), self_rank(l, 0);
     std::vector<bool> target(l, false), functional(l, false);
     functional[l - 1] = true;
@@ -170,11 +177,13 @@ inline XLNetInputs MakePlmInputs(int64_t b, int64_t l, int64_t p, int64_t vocab,
       int64_t pos = order[k].item<int64_t>();
       if (target[pos] || functional[pos]) rank[pos] = k;
     }
-    for (int64_t i = 0; i < l; ++i) self_rank[i] = target[i] ? rank[i] : rank[i] + 1;
+    for (int64_t i = 0; i < l; ++i)
+      self_rank[i] = target[i] ? rank[i] : rank[i] + 1;
     int64_t t = 0;
     for (int64_t i = 0; i < l; ++i) {
       for (int64_t j = 0; j < l; ++j) {
-        if ((target[j] || functional[j]) && self_rank[i] <= rank[j]) x.perm_mask[r][i][j] = 1;
+        if ((target[j] || functional[j]) && self_rank[i] <= rank[j])
+          x.perm_mask[r][i][j] = 1;
       }
       if (target[i]) x.target_mapping[r][t++][i] = 1;
     }

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "common/safetensors.h"
-#include "pretrain/checkpoint.h"
+#include "model_io/checkpoint_manager.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -250,7 +250,7 @@ TEST_F(PretrainE2ETest, BadInputGivesOneLineErrors) {
   r = RunCommand(
       Command(run.path(),
               "--set train.batch_size=6 --set train.grad_accum_steps=2 "
-              "--set data.bi_data=true --set model.bi_data=true"));
+              "--set data.bi_data=true"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("must split evenly"), std::string::npos) << r.output;
 }

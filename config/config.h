@@ -1,0 +1,280 @@
+// Typed configuration for every tool, parsed from YAML in one place
+// (config.cc). A config file has up to four sections:
+//
+//   model:    XLNetConfig   - HuggingFace XLNetConfig keys (also config.json)
+//   data:     DataConfig    - tokenizer, shards and the permutation-LM sampler
+//   train:    TrainConfig   - the trainer (pretraining and fine-tuning)
+//   finetune: FinetuneConfig - fine-tuning tasks
+//
+// Every key is optional (the defaults below apply); unknown keys, wrong types
+// and out-of-range values are errors naming the file, line and key, with a
+// close-match suggestion. `--set section.key=value` overrides apply on top.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace xlnet {
+
+// The model hyperparameters, with HuggingFace's `XLNetConfig` key names and
+// defaults so `config.json` round-trips with `transformers`.
+struct XLNetConfig {
+  // Vocabulary size (number of SentencePiece pieces).
+  int64_t vocab_size = 32000;
+  // Hidden size of every layer.
+  int64_t d_model = 1024;
+  // Number of transformer layers.
+  int64_t n_layer = 24;
+  // Number of attention heads; d_model must equal n_head * d_head.
+  int64_t n_head = 16;
+  // Size of each attention head (HuggingFace derives d_model / n_head).
+  int64_t d_head = 64;
+  // Inner size of the position-wise feed-forward network.
+  int64_t d_inner = 4096;
+  // FFN activation: "gelu" (exact erf form) or "relu".
+  std::string ff_activation = "gelu";
+  // Per-layer r_w_bias/r_r_bias/r_s_bias (true) or one set shared by all.
+  bool untie_r = true;
+  // "bi" (bidirectional, XLNet) or "uni" (causal, Transformer-XL).
+  std::string attn_type = "bi";
+  // Half the batch is read backwards (negated relative positions). Not a
+  // YAML key: set from data.bi_data.
+  bool bi_data = false;
+  // Clamp relative distances to +-clamp_len; -1 disables clamping.
+  int64_t clamp_len = -1;
+  // Every position attends over the same number of keys (uni only).
+  bool same_length = false;
+  // Memory length in tokens cached per layer. Null or 0: HuggingFace keeps
+  // every past state when mems are requested; our pretraining then runs
+  // without memory.
+  std::optional<int64_t> mem_len = 512;
+  // Tokens of each segment cached as memory; unset means the whole segment.
+  // Not a YAML key: set from data.reuse_len.
+  std::optional<int64_t> reuse_len;
+  // Whether evaluation uses memory (HuggingFace key).
+  bool use_mems_eval = true;
+  // Whether training uses memory (HuggingFace key; our trainer follows
+  // data.reuse_len/model.mem_len and records this for HF).
+  bool use_mems_train = false;
+  // Dropout on embeddings, attention output and FFN, in [0, 1).
+  double dropout = 0.1;
+  // LayerNorm epsilon.
+  double layer_norm_eps = 1e-12;
+  // Standard deviation of the normal initialiser.
+  double initializer_range = 0.02;
+  // Sequence summary for classification: "last", "first", "mean", "cls_index".
+  std::string summary_type = "last";
+  // Whether the sequence summary has a d_model x d_model projection.
+  bool summary_use_proj = true;
+  // Activation after the summary projection: "tanh" or "" (none).
+  std::string summary_activation = "tanh";
+  // Dropout after the sequence summary, in [0, 1).
+  double summary_last_dropout = 0.1;
+  // SQuAD beam: start positions kept.
+  int64_t start_n_top = 5;
+  // SQuAD beam: end positions kept per start.
+  int64_t end_n_top = 5;
+  // Special token ids.
+  int64_t pad_token_id = 5;
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+  // The LM head shares the word embedding matrix.
+  bool tie_word_embeddings = true;
+  // Class names of a classification head, index = label id (HF id2label).
+  std::vector<std::string> id2label = {"LABEL_0", "LABEL_1"};
+  // HuggingFace class names this directory loads as (config.json only).
+  std::vector<std::string> architectures = {"XLNetLMHeadModel"};
+};
+
+// Tokenizer, corpus shards and the permutation-LM sampler. Key names follow
+// the official XLNet flags.
+struct DataConfig {
+  // SentencePiece model file (spiece.model); empty = the one beside the data.
+  std::string tokenizer;
+  // Lowercase text before tokenizing (official `uncased`).
+  bool uncased = false;
+  // Keep accents (skip NFKD + combining-mark removal).
+  bool keep_accents = false;
+  // Append <eod> at every document end (official `use_eod`).
+  bool use_eod = true;
+  // Tokens per sample, including <sep>, <sep>, <cls>.
+  int64_t seq_len = 512;
+  // Tokens of each sample carried over as the next step's memory (also the
+  // model's reuse_len in config.json).
+  int64_t reuse_len = 256;
+  // Permutation block size of `_local_perm` (divides both halves).
+  int64_t perm_size = 256;
+  // Prediction targets per sample (`num_predict`).
+  int64_t num_predict = 85;
+  // Span context: a span of n tokens sits in n*mask_alpha/mask_beta context.
+  int64_t mask_alpha = 6;
+  int64_t mask_beta = 1;
+  // Longest n-gram span, in words.
+  int64_t max_gram = 5;
+  // Half of each batch reads the streams backwards (also the model's
+  // bi_data in config.json: the backward half's positions are negated).
+  bool bi_data = true;
+  // Reproduce the official span sampler's quirks (span end tested at its
+  // start, spans counted in pieces) instead of the fixed behaviour.
+  bool official_span_quirks = false;
+  // Batches built ahead of time on background threads.
+  int64_t prefetch_batches = 4;
+  // Background threads that build batches.
+  int64_t loader_threads = 1;
+  // Fraction of documents held out for evaluation (by document hash).
+  double eval_fraction = 0.01;
+};
+
+// The trainer, shared by pretraining and fine-tuning.
+struct TrainConfig {
+  // Global batch size (all ranks and accumulation micro-steps together).
+  int64_t batch_size = 16;
+  // Seed of every random stream (data, dropout, initialisation).
+  int64_t seed = 1234;
+  // Optimizer steps to run.
+  int64_t max_steps = 100000;
+  // Peak learning rate.
+  double lr = 1e-4;
+  // Linear warmup steps from 0 to lr.
+  int64_t warmup_steps = 0;
+  // Decay after warmup: "linear" (official poly, power 1) or "cos".
+  std::string decay = "linear";
+  // Final learning rate as a fraction of lr.
+  double min_lr_ratio = 0.001;
+  // Decoupled weight decay (not on LayerNorm and biases; on r_*_bias).
+  double weight_decay = 0.0;
+  // Adam hyperparameters.
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  // Global gradient-norm clip; 0 disables.
+  double clip = 1.0;
+  // Layer-wise learning-rate decay: layer l's rate is scaled by
+  // layer_decay^(n_layer-1-l); 1 disables.
+  double layer_decay = 1.0;
+  // Micro-batches accumulated per optimizer step.
+  int64_t grad_accum_steps = 1;
+  // Save a checkpoint every N steps; 0 saves only at the end.
+  int64_t save_steps = 1000;
+  // Log a progress line and metrics every N steps.
+  int64_t log_steps = 10;
+  // Evaluate on held-out data every N steps; 0 disables.
+  int64_t eval_steps = 0;
+  // Batches per evaluation.
+  int64_t eval_batches = 10;
+  // Checkpoints kept (oldest removed first); 0 keeps all.
+  int64_t keep_checkpoints = 3;
+  // "cpu" or "cuda" (or "cuda:N").
+  std::string device = "cpu";
+  // "fp32", "bf16" (autocast) or "fp16" (CUDA only, with loss scaling).
+  std::string dtype = "fp32";
+  // Intra-op CPU threads; 0 = all cores.
+  int64_t threads = 0;
+  // Recompute each layer's activations in backward to save memory.
+  bool activation_checkpointing = false;
+  // Attention core: "unfused", "tiled" (fused op, CPU) or "cuda" (fused
+  // op's kernel: unverified, needs -DXLNET_CUDA_ATTENTION=ON); model/README.md.
+  std::string attention = "unfused";
+  // Stop after this many non-finite steps in a row.
+  int64_t max_bad_steps = 20;
+  // Seconds a collective may take before a stuck rank is reported.
+  int64_t dist_timeout_s = 300;
+};
+
+// Fine-tuning tasks (classification, regression, SQuAD-style QA).
+// The schedule, batch size and evaluation cadence of fine-tuning are the
+// train.* keys, as for pretraining.
+struct FinetuneConfig {
+  // Batch size for evaluation and prediction.
+  int64_t eval_batch_size = 32;
+  // Longest input in tokens (including <sep>/<cls>).
+  int64_t max_seq_length = 128;
+  // Metric that picks the best checkpoint ("" = the task's default).
+  std::string metric;
+  // Bad input rows: "skip" (report and continue) or "error" (fail).
+  std::string bad_rows = "error";
+  // SQuAD: window stride over long contexts, in tokens.
+  int64_t doc_stride = 128;
+  // SQuAD: longest question, in tokens.
+  int64_t max_query_length = 64;
+  // SQuAD: longest answer, in tokens.
+  int64_t max_answer_length = 64;
+  // SQuAD: n-best list size.
+  int64_t n_best_size = 5;
+  // SQuAD v2: predict "" for a question whose null odds (the lowest
+  // answer-class logit over its windows) exceed this; null always predicts
+  // the best span and leaves the threshold to the evaluation, which reports
+  // best_exact/best_f1 and their thresholds (official XLNet).
+  std::optional<double> null_score_threshold;
+  // SQuAD: the answer-class head's start feature in training: "official"
+  // (softmax-weighted start, official XLNet) or "hf" (gold start, HF).
+  std::string answer_class_start = "official";
+};
+
+// A whole config file.
+struct Config {
+  XLNetConfig model;
+  DataConfig data;
+  TrainConfig train;
+  FinetuneConfig finetune;
+};
+
+// "model", "data", "train", "finetune".
+const std::vector<std::string>& AllConfigSections();
+
+// Parses YAML text. `source` names it in errors (a path). `overrides` are
+// "section.key=value" strings applied on top, in order. A command that reads
+// only some `sections` rejects the others (in the file and in overrides).
+// Keys that have moved (model.reuse_len -> data.reuse_len, model.bi_data ->
+// data.bi_data, finetune.{max_steps,lr,warmup_steps,batch_size,eval_steps}
+// -> train.*) are errors naming the new key. model.reuse_len and
+// model.bi_data (config.json keys) are set from data.*.
+absl::StatusOr<Config> ParseConfig(
+    const std::string& yaml_text, const std::string& source,
+    const std::vector<std::string>& overrides = {},
+    const std::vector<std::string>& sections = AllConfigSections());
+
+// Reads and parses a YAML file.
+absl::StatusOr<Config> LoadConfig(
+    const std::string& path, const std::vector<std::string>& overrides = {},
+    const std::vector<std::string>& sections = AllConfigSections());
+
+// The fully resolved config as YAML (every key, defaults included).
+std::string ConfigToYaml(const Config& config);
+
+// Writes the fully resolved config (ConfigToYaml) to `path` atomically; every
+// run directory gets one as config.yaml.
+absl::Status WriteConfigYaml(const Config& config, const std::string& path);
+
+// Checks ranges and cross-field constraints; errors name the key.
+absl::Status ValidateConfig(const Config& config);
+
+// HuggingFace config.json <-> XLNetConfig. Reading ignores keys that
+// `transformers` adds for every model (return_dict, torch_dtype, ...) but
+// rejects known keys with the wrong type.
+absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
+                                                 const std::string& source);
+absl::StatusOr<XLNetConfig> ReadModelConfigJson(const std::string& path);
+std::string ModelConfigToJson(const XLNetConfig& config);
+
+// Checks the model section alone (used for config.json too).
+absl::Status ValidateModelConfig(const XLNetConfig& config);
+
+// OK when a model stored with `stored` (e.g. an --init directory's
+// config.json) has the architecture `configured` asks for: the same
+// parameter shapes (vocab_size, d_model, n_layer, n_head, d_head, d_inner,
+// untie_r) and the same layer maths (ff_activation). Otherwise an
+// InvalidArgument naming `source` and every differing key with both values.
+absl::Status CheckSameArchitecture(const XLNetConfig& stored,
+                                   const XLNetConfig& configured,
+                                   const std::string& source);
+
+// The known keys of a section ("model", "data", "train", "finetune").
+std::vector<std::string> ConfigKeys(const std::string& section);
+
+}  // namespace xlnet

@@ -1,0 +1,385 @@
+#include "finetune/finetune.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "config/config.h"
+#include "finetune/examples.h"
+#include "finetune/finetune_unit.h"
+#include "finetune/squad.h"
+#include "finetune/squad_eval.h"
+#include "model_io/model_dir.h"
+#include "train/run_setup.h"
+#include "train/trainer.h"
+
+namespace xlnet {
+namespace {
+
+using finetune::EvalSet;
+using finetune::Predictions;
+using finetune::Task;
+using finetune::TensorRows;
+
+struct Data {
+  TensorRows train;
+  std::optional<EvalSet> dev;
+  std::optional<EvalSet> test;
+  std::vector<std::string> labels;  // id2label (classification/regression)
+};
+
+// The run's config: --config (or the defaults) with --set overrides, its
+// model section replaced by --init's config.json (fine-tuning keeps the
+// architecture and HF settings of the model it starts from).
+absl::StatusOr<Config> LoadFinetuneConfig(
+    const std::string& config_path, const std::vector<std::string>& overrides,
+    const std::string& init_dir) {
+  const std::vector<std::string> sections = {"data", "train", "finetune"};
+  XLNET_ASSIGN_OR_RETURN(
+      Config config, config_path.empty()
+                         ? ParseConfig("", "<defaults>", overrides, sections)
+                         : LoadConfig(config_path, overrides, sections));
+  XLNET_ASSIGN_OR_RETURN(config.model, ReadModelDirConfig(init_dir));
+  // bi_data is a layout of pretraining batches (forward and backward halves);
+  // fine-tuning batches are ordinary, as in the official code and HF.
+  config.model.bi_data = false;
+  XLNET_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+TensorRows RowsOf(const finetune::EncodedExamples& enc) {
+  TensorRows rows;
+  rows.input_ids = enc.input_ids;
+  rows.token_type_ids = enc.token_type_ids;
+  rows.attention_mask = enc.attention_mask;
+  if (enc.labels.defined()) rows.targets["labels"] = enc.labels;
+  return rows;
+}
+
+// Classification/regression files -> tensors.
+absl::StatusOr<Data> ReadTextTask(
+    Task task, const Config& config, const data::Tokenizer& tokenizer,
+    const XLNetConfig& init_model, const std::string& labels_flag,
+    const std::string& train_path, const std::string& dev_path,
+    const std::string& test_path, bool do_predict) {
+  Data data;
+  finetune::ReadOptions read;
+  read.task = task == Task::kRegression ? finetune::TaskKind::kRegression
+                                        : finetune::TaskKind::kClassification;
+  XLNET_ASSIGN_OR_RETURN(read.bad_rows,
+                         finetune::ParseBadRowPolicy(config.finetune.bad_rows));
+  finetune::FeatureOptions features;
+  features.max_seq_length = config.finetune.max_seq_length;
+
+  std::optional<finetune::ExampleSet> train;
+  if (!train_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(train, finetune::ReadExamples(train_path, read));
+    finetune::LogSkippedRows(train_path, train->skipped, train->problems);
+    if (train->examples.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(train_path, ": no usable training rows"));
+    }
+  }
+  // The label set: --labels, else a fine-tuned model's own labels, else the
+  // training file's labels in sorted order.
+  finetune::LabelSet labels;
+  if (task == Task::kRegression) {
+    data.labels = {"score"};
+  } else {
+    const bool init_has_head =
+        !init_model.architectures.empty() &&
+        init_model.architectures[0] == "XLNetForSequenceClassification";
+    if (!labels_flag.empty()) {
+      XLNET_ASSIGN_OR_RETURN(
+          labels, finetune::LabelSet::FromNames(
+                      absl::StrSplit(labels_flag, ',', absl::SkipEmpty())));
+    } else if (init_has_head) {
+      XLNET_ASSIGN_OR_RETURN(
+          labels, finetune::LabelSet::FromNames(init_model.id2label));
+    } else if (train) {
+      labels = finetune::LabelSet::FromExamples(train->examples);
+    } else {
+      return absl::InvalidArgumentError(
+          "no labels: give --train, --labels, or an --init model that was "
+          "fine-tuned for classification");
+    }
+    if (labels.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "classification needs at least 2 labels, found ", labels.size(),
+          train_path.empty() ? "" : absl::StrCat(" in ", train_path)));
+    }
+    data.labels = labels.names();
+    read.labels = &labels;
+  }
+  const finetune::LabelSet* label_ptr =
+      task == Task::kRegression ? nullptr : &labels;
+  if (train) {
+    XLNET_ASSIGN_OR_RETURN(
+        finetune::EncodedExamples enc,
+        finetune::EncodeExamples(train->examples, tokenizer, read.task,
+                                 label_ptr, features));
+    XLOG(INFO) << train_path << ": " << enc.input_ids.size(0) << " rows, "
+               << enc.truncated << " truncated to " << features.max_seq_length
+               << " tokens";
+    data.train = RowsOf(enc);
+  }
+  auto read_eval = [&](const std::string& path, const std::string& name,
+                       bool labelled) -> absl::StatusOr<EvalSet> {
+    finetune::ReadOptions r = read;
+    r.require_label = labelled;
+    XLNET_ASSIGN_OR_RETURN(finetune::ExampleSet set,
+                           finetune::ReadExamples(path, r));
+    finetune::LogSkippedRows(path, set.skipped, set.problems);
+    bool all_labelled = true;
+    for (const auto& e : set.examples) all_labelled &= e.has_label;
+    XLNET_ASSIGN_OR_RETURN(
+        finetune::EncodedExamples enc,
+        finetune::EncodeExamples(set.examples, tokenizer, read.task, label_ptr,
+                                 features));
+    EvalSet out;
+    out.name = name;
+    out.rows = RowsOf(enc);
+    out.example_ids = enc.example_ids;
+    out.labelled =
+        all_labelled && enc.labels.defined() && !set.examples.empty();
+    return out;
+  };
+  if (!dev_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(data.dev, read_eval(dev_path, "dev", true));
+  }
+  if (!test_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(data.test,
+                           read_eval(test_path, "test", !do_predict));
+  }
+  return data;
+}
+
+TensorRows SquadRows(const finetune::SquadFeatures& f) {
+  TensorRows rows;
+  rows.input_ids = f.input_ids;
+  rows.token_type_ids = f.token_type_ids;
+  rows.attention_mask = f.attention_mask;
+  rows.targets["p_mask"] = f.p_mask;
+  rows.targets["cls_index"] = f.cls_index;
+  if (f.start_positions.defined()) {
+    rows.targets["start_positions"] = f.start_positions;
+    rows.targets["end_positions"] = f.end_positions;
+    rows.targets["is_impossible"] = f.is_impossible;
+  }
+  return rows;
+}
+
+// SQuAD files -> windows.
+absl::StatusOr<Data> ReadSquadTask(const Config& config,
+                                   const data::Tokenizer& tokenizer,
+                                   const std::string& train_path,
+                                   const std::string& dev_path,
+                                   const std::string& test_path,
+                                   bool do_predict) {
+  Data data;
+  finetune::SquadReadOptions read;
+  XLNET_ASSIGN_OR_RETURN(read.bad_rows,
+                         finetune::ParseBadRowPolicy(config.finetune.bad_rows));
+  finetune::SquadFeatureOptions features;
+  features.max_seq_length = config.finetune.max_seq_length;
+  features.doc_stride = config.finetune.doc_stride;
+  features.max_query_length = config.finetune.max_query_length;
+  if (!train_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(finetune::SquadDataset train,
+                           finetune::ReadSquad(train_path, read));
+    finetune::LogSkippedRows(train_path, train.skipped, train.problems);
+    features.is_training = true;
+    XLNET_ASSIGN_OR_RETURN(
+        finetune::SquadFeatures f,
+        finetune::BuildSquadFeatures(train, tokenizer, features));
+    XLOG(INFO) << train_path << ": " << train.examples.size() << " questions, "
+               << f.windows.size() << " windows, " << f.truncated_questions
+               << " questions truncated";
+    if (f.windows.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(train_path, ": no usable training questions"));
+    }
+    data.train = SquadRows(f);
+  }
+  auto read_eval = [&](const std::string& path, const std::string& name,
+                       bool labelled) -> absl::StatusOr<EvalSet> {
+    finetune::SquadReadOptions r = read;
+    r.require_answers = labelled;
+    EvalSet out;
+    out.name = name;
+    XLNET_ASSIGN_OR_RETURN(out.squad, finetune::ReadSquad(path, r));
+    finetune::LogSkippedRows(path, out.squad.skipped, out.squad.problems);
+    bool has_answers = false;
+    for (const auto& e : out.squad.examples) {
+      has_answers |= !e.answers.empty() || e.is_impossible;
+    }
+    out.labelled = labelled || has_answers;
+    finetune::SquadFeatureOptions f = features;
+    // Labelled sets get training targets too, for a dev loss.
+    f.is_training = labelled;
+    XLNET_ASSIGN_OR_RETURN(out.squad_features, finetune::BuildSquadFeatures(
+                                                   out.squad, tokenizer, f));
+    out.rows = SquadRows(out.squad_features);
+    return out;
+  };
+  if (!dev_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(data.dev, read_eval(dev_path, "dev", true));
+  }
+  if (!test_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(data.test,
+                           read_eval(test_path, "test", !do_predict));
+  }
+  return data;
+}
+
+absl::Status WritePredictions(Task task, const std::string& out_dir,
+                              const EvalSet& set,
+                              const Predictions& predictions) {
+  if (task == Task::kSquad) {
+    // RUN/predictions_dev/{predictions,null_odds,nbest_predictions}.json
+    return finetune::WriteSquadPredictions(
+        predictions.squad, absl::StrCat(out_dir, "/predictions_", set.name));
+  }
+  std::string text = "id\tprediction\n";
+  for (size_t i = 0; i < predictions.values.size(); ++i) {
+    absl::StrAppend(&text, predictions.ids[i], "\t", predictions.values[i],
+                    "\n");
+  }
+  return WriteFileAtomic(
+      absl::StrCat(out_dir, "/predictions_", set.name, ".tsv"), text);
+}
+
+}  // namespace
+
+absl::Status RunFinetuning(const FinetuneOptions& options) {
+  const std::string& train_path = options.train;
+  const std::string& dev_path = options.dev;
+  const std::string& test_path = options.test;
+  const std::string& out_dir = options.out_dir;
+  const std::string& init_dir = options.init_dir;
+  std::string tokenizer_path = options.tokenizer;
+  XLNET_ASSIGN_OR_RETURN(const Task task, finetune::ParseTask(options.task));
+  if (train_path.empty() && dev_path.empty() && test_path.empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to do: give --train, --dev or --test");
+  }
+  XLNET_ASSIGN_OR_RETURN(
+      Config config,
+      LoadFinetuneConfig(options.config_path, options.overrides, init_dir));
+  const XLNetConfig init_model = config.model;
+  // Without training data the model is only evaluated.
+  if (train_path.empty()) config.train.max_steps = 0;
+  const FinetuneConfig& ft = config.finetune;
+
+  XLNET_ASSIGN_OR_RETURN(const bool launched,
+                         LaunchLocalRanksIfAsked(options.launch));
+  if (launched) return absl::OkStatus();  // the local ranks are done
+  XLNET_ASSIGN_OR_RETURN(RankSetup setup_value, SetUpRank(&config));
+  RankSetup* setup = &setup_value;
+  const int rank = setup->env.rank;
+
+  if (tokenizer_path.empty()) tokenizer_path = config.data.tokenizer;
+  if (tokenizer_path.empty()) {
+    tokenizer_path = absl::StrCat(init_dir, "/", kTokenizerFile);
+  }
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                         data::Tokenizer::Load(tokenizer_path));
+  if (tokenizer->vocab_size() > config.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        tokenizer_path, " has ", tokenizer->vocab_size(),
+        " pieces but the model's vocab_size is ", config.model.vocab_size));
+  }
+
+  Data data;
+  if (task == Task::kSquad) {
+    XLNET_ASSIGN_OR_RETURN(
+        data, ReadSquadTask(config, *tokenizer, train_path, dev_path, test_path,
+                            options.do_predict));
+  } else {
+    XLNET_ASSIGN_OR_RETURN(
+        data,
+        ReadTextTask(task, config, *tokenizer, init_model, options.labels,
+                     train_path, dev_path, test_path, options.do_predict));
+  }
+  if (task != Task::kSquad) config.model.id2label = data.labels;
+
+  finetune::FinetuneUnitOptions unit_options;
+  unit_options.task = task;
+  unit_options.config = config;
+  unit_options.init_dir = init_dir;
+  unit_options.from_scratch = options.from_scratch;
+  unit_options.labels = data.labels;
+  unit_options.rank = rank;
+  unit_options.world_size = setup->env.world_size;
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<finetune::FinetuneUnit> unit,
+                         finetune::FinetuneUnit::Create(
+                             unit_options, std::move(data.train), data.dev));
+
+  std::string best_dir;
+  if (config.train.max_steps > 0) {
+    TrainerOptions trainer_options;
+    trainer_options.train = config.train;
+    trainer_options.config_yaml = RunConfigYaml(config, *setup);
+    trainer_options.run_dir = out_dir;
+    trainer_options.resume = options.resume;
+    trainer_options.extra_files[kTokenizerFile] = tokenizer->model_bytes();
+    if (data.dev) {
+      trainer_options.best_metric =
+          ft.metric.empty() ? finetune::DefaultMetric(task) : ft.metric;
+      trainer_options.best_lower_is_better =
+          finetune::LowerIsBetter(trainer_options.best_metric);
+    }
+    Trainer trainer(trainer_options, unit.get(), setup->group.get());
+    XLNET_ASSIGN_OR_RETURN(TrainResult result, trainer.Run());
+    if (result.interrupted) {
+      XLOG(INFO) << "stopped at step " << result.steps
+                 << "; resume with --resume latest";
+      return absl::OkStatus();
+    }
+    best_dir = result.best_dir;
+    if (rank == 0) {
+      XLOG(INFO) << "finished " << result.steps << " steps; "
+                 << (best_dir.empty()
+                         ? absl::StrCat("last checkpoint ",
+                                        result.last_checkpoint)
+                         : absl::StrCat("best dev ",
+                                        trainer_options.best_metric, " ",
+                                        result.best_value, " in ", best_dir));
+    }
+    if (!best_dir.empty()) XLNET_RETURN_IF_ERROR(unit->LoadWeights(best_dir));
+  }
+  if (rank != 0) return absl::OkStatus();
+
+  // Final scores and predictions of the best (or given) model.
+  XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
+  nlohmann::json results = nlohmann::json::object();
+  for (const std::optional<EvalSet>* set : {&data.dev, &data.test}) {
+    if (!set->has_value()) continue;
+    Predictions predictions;
+    XLNET_ASSIGN_OR_RETURN(auto metrics, unit->Score(**set, &predictions));
+    XLNET_RETURN_IF_ERROR(WritePredictions(task, out_dir, **set, predictions));
+    if (!metrics.empty()) {
+      std::string line;
+      for (const auto& [k, v] : metrics) {
+        results[(*set)->name][k] = v;
+        absl::StrAppend(&line, " ", k, " ", v);
+      }
+      XLOG(INFO) << (*set)->name << ":" << line;
+    }
+  }
+  if (!best_dir.empty()) results["best_dir"] = best_dir;
+  XLNET_RETURN_IF_ERROR(
+      WriteFileAtomic(out_dir + "/eval_results.json", results.dump(2) + "\n"));
+  XLOG(INFO) << "wrote " << out_dir << "/eval_results.json";
+  return absl::OkStatus();
+}
+
+}  // namespace xlnet

@@ -1,0 +1,180 @@
+#include "model_io/checkpoint_manager.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace xlnet {
+namespace {
+
+constexpr int kChecksumsVersion = 1;
+
+absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return absl::NotFoundError(absl::StrCat(dir, ": cannot list"));
+  std::vector<std::string> files;
+  while (struct dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    struct stat st;
+    if (name[0] == '.' || ::stat((dir + "/" + name).c_str(), &st) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    files.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> FileCrc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), buffer.size());
+    const std::streamsize n = in.gcount();
+    if (n > 0)
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), n);
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return static_cast<uint32_t>(crc);
+}
+
+absl::Status WriteChecksums(const std::string& dir) {
+  XLNET_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFiles(dir));
+  nlohmann::json entries = nlohmann::json::object();
+  for (const auto& name : files) {
+    if (name == kChecksumsFile) continue;
+    const std::string path = dir + "/" + name;
+    XLNET_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32(path));
+    struct stat st;
+    ::stat(path.c_str(), &st);
+    entries[name] = {{"crc32", crc},
+                     {"bytes", static_cast<int64_t>(st.st_size)}};
+  }
+  return WriteStateJson(dir + "/" + kChecksumsFile, "checksums",
+                        kChecksumsVersion, {{"files", entries}});
+}
+
+absl::Status VerifyChecksums(const std::string& dir) {
+  XLNET_ASSIGN_OR_RETURN(nlohmann::json manifest,
+                         ReadStateJson(dir + "/" + kChecksumsFile, "checksums",
+                                       kChecksumsVersion));
+  if (!manifest.contains("files") || !manifest["files"].is_object()) {
+    return absl::DataLossError(
+        absl::StrCat(dir, "/", kChecksumsFile, ": no files"));
+  }
+  for (const auto& [name, entry] : manifest["files"].items()) {
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      return absl::DataLossError(absl::StrCat(path, ": missing"));
+    }
+    if (!entry.contains("bytes") || !entry.contains("crc32") ||
+        entry["bytes"].get<int64_t>() != static_cast<int64_t>(st.st_size)) {
+      return absl::DataLossError(absl::StrCat(path, ": size ", st.st_size,
+                                              " does not match the manifest"));
+    }
+    XLNET_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32(path));
+    if (crc != entry["crc32"].get<uint32_t>()) {
+      return absl::DataLossError(absl::StrCat(path, ": checksum mismatch"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep)
+    : checkpoints_dir_(run_dir + "/checkpoints"), keep_(keep) {}
+
+std::string CheckpointManager::StepDir(int64_t step) const {
+  return absl::StrCat(checkpoints_dir_, "/step_", step);
+}
+
+absl::Status CheckpointManager::Save(int64_t step,
+                                     const XLNetConfig& model_config,
+                                     const CheckpointContents& contents) {
+  XLNET_RETURN_IF_ERROR(ValidateModelConfig(model_config));
+  return Save(step, ModelConfigToJson(model_config), contents);
+}
+
+absl::Status CheckpointManager::Save(int64_t step,
+                                     const std::string& config_json,
+                                     const CheckpointContents& contents) {
+  XLNET_RETURN_IF_ERROR(MakeDirs(checkpoints_dir_));
+  XLNET_RETURN_IF_ERROR(WriteModelDir(
+      StepDir(step), config_json, contents.model,
+      [&](const AtomicDirWriter& writer) -> absl::Status {
+        for (const auto& [name, tensors] : contents.tensor_files) {
+          XLNET_RETURN_IF_ERROR(WriteSafetensors(writer.Path(name), tensors));
+        }
+        for (const auto& [name, text] : contents.text_files) {
+          XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), text));
+        }
+        if (!contents.moved_files_dir.empty() &&
+            IsDirectory(contents.moved_files_dir)) {
+          XLNET_ASSIGN_OR_RETURN(std::vector<std::string> staged,
+                                 ListFiles(contents.moved_files_dir));
+          for (const auto& name : staged) {
+            const std::string from = contents.moved_files_dir + "/" + name;
+            if (::rename(from.c_str(), writer.Path(name).c_str()) != 0) {
+              return absl::InternalError(
+                  absl::StrCat(from, ": cannot move into ", writer.temp_dir()));
+            }
+          }
+        }
+        return WriteChecksums(writer.temp_dir());
+      }));
+  if (keep_ > 0) {
+    std::vector<int64_t> steps = ListSteps();
+    for (size_t i = 0; i + keep_ < steps.size(); ++i) {
+      XLNET_RETURN_IF_ERROR(RemoveAll(StepDir(steps[i])));
+    }
+  }
+  return CleanStaleTemps(checkpoints_dir_).status();
+}
+
+std::vector<int64_t> CheckpointManager::ListSteps() const {
+  std::vector<int64_t> steps;
+  DIR* d = ::opendir(checkpoints_dir_.c_str());
+  if (d == nullptr) return steps;
+  while (struct dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    int64_t step;
+    if (name.rfind("step_", 0) == 0 &&
+        absl::SimpleAtoi(name.substr(5), &step) &&
+        IsDirectory(checkpoints_dir_ + "/" + name)) {
+      steps.push_back(step);
+    }
+  }
+  ::closedir(d);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<std::string> CheckpointManager::LatestValid() const {
+  std::vector<int64_t> steps = ListSteps();
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::string dir = StepDir(*it);
+    const absl::Status status = VerifyChecksums(dir);
+    if (status.ok()) return dir;
+    XLOG(WARNING) << "skipping checkpoint " << dir << ": " << status.message();
+  }
+  return std::nullopt;
+}
+
+}  // namespace xlnet

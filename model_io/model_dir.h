@@ -1,0 +1,100 @@
+// Model directories in HuggingFace's layout, plus our own state files: the
+// one reader (ReadModelDir) and the one writer (WriteModelDir) of the format
+// that checkpoints, RUN/best, fine-tuned models and exports share.
+//
+//   DIR/config.json          XLNetConfig with HF keys (transformers loads it)
+//   DIR/model.safetensors    parameters under HF names (or, read only,
+//                            HF's pytorch_model.bin)
+//   DIR/spiece.model         the tokenizer (ours carry it; optional)
+//   DIR/<other files>        ours: optimizer, trainer state, ... (optional)
+//
+// Writing is atomic: the whole directory appears at once or not at all.
+// State files of our own are JSON with a "format" name and "format_version"
+// so a reader can refuse files it does not understand with a clear message.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/file_util.h"
+#include "common/safetensors.h"
+#include "config/config.h"
+
+namespace xlnet {
+
+inline constexpr char kConfigFile[] = "config.json";
+inline constexpr char kWeightsFile[] = "model.safetensors";
+inline constexpr char kTorchWeightsFile[] = "pytorch_model.bin";
+inline constexpr char kTokenizerFile[] = "spiece.model";
+
+// A model directory as read.
+struct ModelDir {
+  std::string path;
+  // config.json, validated (d_model = n_head * d_head included).
+  XLNetConfig config;
+  // config.json as stored: HF keys XLNetConfig does not hold (problem_type,
+  // torch_dtype, ...) are read from here.
+  nlohmann::json config_json;
+  // The file the tensors came from (model.safetensors, else
+  // pytorch_model.bin).
+  std::string weights_path;
+  // Every stored tensor under its stored name, in file order, CPU.
+  NamedTensors tensors;
+
+  // The stored tensor `name`; NotFound names the weights file.
+  absl::StatusOr<torch::Tensor> Tensor(const std::string& name) const;
+};
+
+// Reads DIR/config.json and every tensor of DIR/model.safetensors (else
+// DIR/pytorch_model.bin, read by ReadTorchSaveStateDict). Errors name the
+// directory or file.
+absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir);
+
+// Reads and validates DIR/config.json only.
+absl::StatusOr<XLNetConfig> ReadModelDirConfig(const std::string& dir);
+
+// Resuming: copies the tensors of model directory `dir` into `tensors` by
+// exact name (every one must be stored, with its shape; each keeps its
+// device and dtype). Errors name the directory and tensor.
+absl::Status CopyWeightsFromDir(const std::string& dir,
+                                const NamedTensors& tensors);
+
+// Writes `dir` atomically: config.json (`config_json`'s text),
+// model.safetensors (`tensors` in the given order, metadata {"format": "pt"}
+// as transformers writes), then whatever `write_extra` puts into the
+// temporary directory.
+absl::Status WriteModelDir(
+    const std::string& dir, const std::string& config_json,
+    const NamedTensors& tensors,
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
+        {});
+
+// The same with config.json written from a validated XLNetConfig.
+absl::Status WriteModelDir(
+    const std::string& dir, const XLNetConfig& config,
+    const NamedTensors& tensors,
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
+        {});
+
+// The text of a JSON state file of ours:
+// {"format": kind, "format_version": N, ...body}.
+std::string StateJsonText(const std::string& kind, int version,
+                          const nlohmann::json& body);
+
+// Writes StateJsonText(kind, version, body) to `path` atomically.
+absl::Status WriteStateJson(const std::string& path, const std::string& kind,
+                            int version, const nlohmann::json& body);
+
+// Reads a state file, checking the format name and that its version is one
+// this build reads (1..max_version). Returns the whole object.
+absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
+                                             const std::string& kind,
+                                             int max_version);
+
+}  // namespace xlnet

@@ -1,0 +1,61 @@
+#include "pretrain/pretrain.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/runtime.h"
+#include "common/status.h"
+#include "model_io/model_dir.h"
+#include "pretrain/plm_unit.h"
+#include "train/distributed.h"
+#include "train/run_setup.h"
+#include "train/trainer.h"
+
+namespace xlnet {
+
+absl::Status RunPretraining(const PretrainOptions& options) {
+  XLNET_ASSIGN_OR_RETURN(Config config,
+                         LoadConfig(options.config_path, options.overrides,
+                                    {"model", "data", "train"}));
+  XLNET_ASSIGN_OR_RETURN(const bool launched,
+                         LaunchLocalRanksIfAsked(options.launch));
+  if (launched) return absl::OkStatus();
+
+  XLNET_ASSIGN_OR_RETURN(RankSetup rank, SetUpRank(&config));
+  const DistEnv& env = rank.env;
+  std::unique_ptr<ProcessGroup> group = std::move(rank.group);
+  PlmUnitOptions unit_options;
+  unit_options.config = config;
+  unit_options.data_dir = options.data_dir;
+  unit_options.init_dir = options.init_dir;
+  unit_options.rank = env.rank;
+  unit_options.world_size = env.world_size;
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PlmUnit> unit,
+                         PlmUnit::Create(unit_options));
+  if (env.rank == 0) {
+    int64_t params = 0;
+    for (const auto& [name, p] : unit->Parameters()) params += p.numel();
+    XLOG(INFO) << "model: " << config.model.n_layer << " layers, d_model "
+               << config.model.d_model << ", " << params
+               << " parameters; global batch " << config.train.batch_size
+               << " x " << config.data.seq_len << " tokens";
+  }
+  TrainerOptions trainer_options;
+  trainer_options.train = config.train;
+  trainer_options.config_yaml = RunConfigYaml(unit_options.config, rank);
+  trainer_options.run_dir = options.out_dir;
+  trainer_options.resume = options.resume;
+  // Checkpoints carry the tokenizer so fine-tuning and export need only them.
+  trainer_options.extra_files[kTokenizerFile] =
+      unit->sampler().tokenizer().model_bytes();
+  Trainer trainer(trainer_options, unit.get(), group.get());
+  XLNET_ASSIGN_OR_RETURN(TrainResult result, trainer.Run());
+  if (env.rank == 0) {
+    XLOG(INFO) << (result.interrupted ? "stopped" : "finished") << " at step "
+               << result.steps << " (loss " << result.last_loss << ", "
+               << result.skipped_steps << " skipped); checkpoint "
+               << result.last_checkpoint;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace xlnet

@@ -1,0 +1,33 @@
+// Pretraining, the toolkit's main job (xlnet-pretrain): one rank's run of
+// the permutation-LM unit on the shared Trainer, or, with --nproc_per_node
+// and no WORLD_SIZE in the environment, the local ranks of it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "train/run_setup.h"
+
+namespace xlnet {
+
+struct PretrainOptions {
+  // YAML config (--config) and its `section.key=value` overrides (--set).
+  std::string config_path;
+  std::vector<std::string> overrides;
+  // Prepared shards (xlnet-data prepare).
+  std::string data_dir;
+  // Run directory: config.yaml, metrics.jsonl, checkpoints/.
+  std::string out_dir;
+  // "" (fresh), "latest" (newest valid checkpoint in out_dir) or a
+  // checkpoint directory.
+  std::string resume;
+  // Start from this model directory (HF layout) instead of random weights.
+  std::string init_dir;
+  // Local ranks (--nproc_per_node, --master_port).
+  LaunchOptions launch;
+};
+
+absl::Status RunPretraining(const PretrainOptions& options);
+
+}  // namespace xlnet

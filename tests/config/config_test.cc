@@ -1,0 +1,328 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(ConfigTest, PresetsParseAndValidate) {
+  for (const char* name : {"tiny", "small", "brown-small", "brown-medium",
+                           "xlnet-base", "xlnet-large"}) {
+    auto config = LoadConfig(std::string(XLNET_SOURCE_DIR) + "/configs/" +
+                             name + ".yaml");
+    ASSERT_TRUE(config.ok()) << name << ": " << config.status();
+  }
+  auto base =
+      LoadConfig(std::string(XLNET_SOURCE_DIR) + "/configs/xlnet-base.yaml");
+  EXPECT_EQ(base->model.n_layer, 12);
+  EXPECT_EQ(base->model.d_model, 768);
+  EXPECT_EQ(base->data.num_predict, 85);
+  EXPECT_EQ(base->model.mem_len, 384);
+}
+
+TEST(ConfigTest, EmptyTextGivesDefaults) {
+  auto config = ParseConfig("", "empty.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model.vocab_size, 32000);
+  EXPECT_EQ(config->train.dtype, "fp32");
+  // model.reuse_len and model.bi_data (config.json keys) follow data.*.
+  EXPECT_EQ(config->model.reuse_len, config->data.reuse_len);
+  EXPECT_EQ(config->model.bi_data, config->data.bi_data);
+}
+
+TEST(ConfigTest, ReadsEveryType) {
+  auto config = ParseConfig(R"(
+model:
+  d_model: 32
+  n_head: 2
+  d_head: 16
+  mem_len: null
+  dropout: 0.25
+  untie_r: false
+  ff_activation: relu
+  id2label: [neg, pos, neutral]
+data:
+  seq_len: 16
+  reuse_len: 8
+  perm_size: 4
+  num_predict: 4
+  bi_data: false
+train:
+  lr: 3e-4
+  device: "cuda:1"
+)",
+                            "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->model.d_model, 32);
+  EXPECT_FALSE(config->model.mem_len.has_value());
+  EXPECT_EQ(config->model.reuse_len, 8);
+  EXPECT_FALSE(config->model.bi_data);
+  EXPECT_DOUBLE_EQ(config->model.dropout, 0.25);
+  EXPECT_FALSE(config->model.untie_r);
+  EXPECT_EQ(config->model.ff_activation, "relu");
+  EXPECT_EQ(config->model.id2label.size(), 3u);
+  EXPECT_DOUBLE_EQ(config->train.lr, 3e-4);
+  EXPECT_EQ(config->train.device, "cuda:1");
+}
+
+TEST(ConfigTest, UnknownKeyNamesFileLineAndSuggestion) {
+  auto config = ParseConfig("model:\n  d_model: 64\n  n_layr: 2\n", "my.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(config.status()),
+            "my.yaml:3: unknown key 'model.n_layr' (did you mean 'n_layer'?)");
+}
+
+TEST(ConfigTest, UnknownSection) {
+  auto config = ParseConfig("trian:\n  lr: 1\n", "my.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(Message(config.status()).find("my.yaml:1: unknown section 'trian'"),
+            std::string::npos);
+  EXPECT_NE(Message(config.status()).find("did you mean 'train'"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, WrongTypeNamesKeyAndLine) {
+  auto config =
+      ParseConfig("train:\n  lr: 1e-3\n  batch_size: eight\n", "x.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(Message(config.status()),
+            "x.yaml:3: train.batch_size: expected an integer, got 'eight'");
+  config = ParseConfig("model:\n  untie_r: maybe\n", "x.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "x.yaml:2: model.untie_r: expected true or false, got 'maybe'");
+  config = ParseConfig("model:\n  d_model: [1, 2]\n", "x.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "x.yaml:2: model.d_model: expected an integer, got a list");
+  config = ParseConfig("train:\n  batch_size: 2.5\n", "x.yaml");
+  EXPECT_FALSE(config.ok());
+}
+
+TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
+  auto config = ParseConfig("model:\n  n_head: 5\n", "r.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(Message(config.status())
+                .find("model.d_head: n_head * d_head must "
+                      "equal d_model"),
+            std::string::npos);
+  config = ParseConfig(
+      "data:\n  seq_len: 128\n  reuse_len: 64\n  perm_size: 48\n", "r.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(Message(config.status()).rfind("r.yaml:4: data.perm_size", 0), 0u)
+      << Message(config.status());
+  config = ParseConfig("train:\n  dtype: fp8\n", "r.yaml");
+  EXPECT_EQ(
+      Message(config.status()),
+      "r.yaml:2: train.dtype: must be one of fp32, bf16, fp16 (got 'fp8') "
+      "(did you mean 'fp32'?)");
+  config = ParseConfig("model:\n  dropout: 1.5\n", "r.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "r.yaml:2: model.dropout: must be in [0, 1) (got 1.5)");
+  config = ParseConfig("train:\n  dtype: fp16\n", "r.yaml");
+  EXPECT_NE(Message(config.status()).find("fp16 needs device cuda"),
+            std::string::npos);
+  config = ParseConfig("train:\n  device: tpu\n", "r.yaml");
+  EXPECT_NE(Message(config.status()).find("train.device"), std::string::npos);
+}
+
+TEST(ConfigTest, InvalidYamlNamesLine) {
+  auto config = ParseConfig("model:\n  d_model: [1,\n", "bad.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(Message(config.status()).find("bad.yaml:"), std::string::npos);
+  EXPECT_NE(Message(config.status()).find("invalid YAML"), std::string::npos);
+  config = ParseConfig("- 1\n- 2\n", "list.yaml");
+  EXPECT_FALSE(config.ok());
+}
+
+TEST(ConfigTest, OverridesApplyAndAreNamedInErrors) {
+  auto config =
+      ParseConfig("train:\n  lr: 1e-3\n", "o.yaml",
+                  {"train.lr=5e-5", "model.mem_len=null", "train.device=cuda"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_DOUBLE_EQ(config->train.lr, 5e-5);
+  EXPECT_FALSE(config->model.mem_len.has_value());
+  EXPECT_EQ(config->train.device, "cuda");
+
+  config = ParseConfig("", "o.yaml", {"train.lr"});
+  EXPECT_EQ(Message(config.status()),
+            "--set train.lr: expected section.key=value");
+  config = ParseConfig("", "o.yaml", {"train.lrr=1"});
+  EXPECT_EQ(Message(config.status()),
+            "--set train.lrr=1: unknown key 'train.lrr' (did you mean 'lr'?)");
+  config = ParseConfig("", "o.yaml", {"train.batch_size=-3"});
+  EXPECT_EQ(
+      Message(config.status()),
+      "--set train.batch_size=-3: train.batch_size: must be positive (got -3)");
+}
+
+TEST(ConfigTest, YamlRoundTrip) {
+  auto config = ParseConfig(
+      "model:\n  dropout: 0.3\n  id2label: [a, b]\ndata:\n  seq_len: 28\n"
+      "  reuse_len: 7\n  perm_size: 7\n  num_predict: 5\ntrain:\n  lr: "
+      "0.00025\n",
+      "rt.yaml");
+  ASSERT_TRUE(config.ok());
+  const std::string yaml = ConfigToYaml(*config);
+  auto again = ParseConfig(yaml, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  EXPECT_EQ(ConfigToYaml(*again), yaml);
+  EXPECT_DOUBLE_EQ(again->model.dropout, 0.3);
+  EXPECT_EQ(again->model.reuse_len, 7);
+  EXPECT_DOUBLE_EQ(again->train.lr, 0.00025);
+  EXPECT_EQ(again->model.id2label, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ConfigTest, WriteConfigYamlReadsBack) {
+  testing::TempDir tmp;
+  auto config =
+      ParseConfig("train:\n  lr: 0.125\n", "w.yaml", {"model.n_layer=3"});
+  ASSERT_TRUE(config.ok());
+  const std::string path = tmp.Join("config.yaml");
+  ASSERT_TRUE(WriteConfigYaml(*config, path).ok());
+  auto again = LoadConfig(path);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->model.n_layer, 3);
+  EXPECT_DOUBLE_EQ(again->train.lr, 0.125);
+}
+
+TEST(ConfigTest, ModelJsonRoundTripAndHfFile) {
+  auto golden = ReadModelConfigJson(std::string(XLNET_SOURCE_DIR) +
+                                    "/tests/fixtures/hf_config.json");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  EXPECT_EQ(golden->vocab_size, 128);
+  EXPECT_EQ(golden->d_head, 16);
+  EXPECT_EQ(golden->mem_len, 8);
+  EXPECT_FALSE(golden->reuse_len.has_value());
+  EXPECT_EQ(golden->id2label.size(), 2u);
+  const std::string json = ModelConfigToJson(*golden);
+  auto again = ParseModelConfigJson(json, "again.json");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ModelConfigToJson(*again), json);
+  EXPECT_NE(json.find("\"model_type\": \"xlnet\""), std::string::npos);
+  EXPECT_NE(json.find("\"label2id\""), std::string::npos);
+}
+
+TEST(ConfigTest, ModelJsonErrors) {
+  EXPECT_FALSE(ParseModelConfigJson("{", "c.json").ok());
+  auto wrong = ParseModelConfigJson(R"({"d_model": "big"})", "c.json");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(Message(wrong.status()).find("c.json: key 'd_model'"),
+            std::string::npos);
+  auto other = ParseModelConfigJson(R"({"model_type": "bert"})", "c.json");
+  EXPECT_NE(Message(other.status()).find("expected \"xlnet\""),
+            std::string::npos);
+  // Keys that transformers adds to every config are ignored; d_head derived.
+  auto ok = ParseModelConfigJson(
+      R"({"d_model": 64, "n_head": 4, "torch_dtype": "float32", "return_dict": true})",
+      "c.json");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->d_head, 16);
+}
+
+// One key per setting: old homes are errors naming the new key, in the file
+// (with its line) and in --set.
+TEST(ConfigTest, MovedKeysNameTheirNewHome) {
+  auto config =
+      ParseConfig("model:\n  d_model: 64\n  bi_data: true\n", "old.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "old.yaml:3: model.bi_data has moved to data.bi_data (the batches "
+            "and the positional encoding use one value; config.json's "
+            "bi_data is written from it)");
+  config = ParseConfig("model:\n  reuse_len: 8\n", "old.yaml");
+  EXPECT_NE(Message(config.status())
+                .find("old.yaml:2: model.reuse_len has moved to "
+                      "data.reuse_len"),
+            std::string::npos);
+  for (const char* key :
+       {"max_steps", "lr", "warmup_steps", "batch_size", "eval_steps"}) {
+    config =
+        ParseConfig(absl::StrCat("finetune:\n  ", key, ": 1\n"), "ft.yaml");
+    EXPECT_EQ(
+        Message(config.status()),
+        absl::StrCat("ft.yaml:2: finetune.", key, " has moved to train.", key,
+                     " (fine-tuning runs on the same trainer keys)"));
+    config = ParseConfig("", "ft.yaml", {absl::StrCat("finetune.", key, "=1")});
+    EXPECT_EQ(Message(config.status()),
+              absl::StrCat("--set finetune.", key, "=1: finetune.", key,
+                           " has moved to train.", key,
+                           " (fine-tuning runs on the same trainer keys)"));
+  }
+  // data.* is the one home; the model keys follow it.
+  config = ParseConfig("", "d.yaml", {"data.bi_data=false"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->model.bi_data);
+  config = ParseConfig("", "d.yaml", {"data.bi_data=true"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->model.bi_data);
+  // The resolved YAML has no model.reuse_len/bi_data and reads back.
+  const std::string yaml = ConfigToYaml(*config);
+  EXPECT_EQ(yaml.find("  bi_data: true\n  clamp_len"), std::string::npos);
+  EXPECT_TRUE(ParseConfig(yaml, "resolved.yaml").ok());
+  // config.json still carries them (HF reads them).
+  EXPECT_NE(ModelConfigToJson(config->model).find("\"bi_data\": true"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, CommandsRejectSectionsTheyDoNotRead) {
+  const std::vector<std::string> finetune = {"data", "train", "finetune"};
+  auto config = ParseConfig("train:\n  lr: 0.1\nmodel:\n  d_model: 8\n",
+                            "ft.yaml", {}, finetune);
+  EXPECT_EQ(Message(config.status()),
+            "ft.yaml:3: section 'model' is not read by this command (the model "
+            "comes from --init's config.json); it reads data, train, finetune");
+  config = ParseConfig("", "ft.yaml", {"model.dropout=0.2"}, finetune);
+  EXPECT_NE(Message(config.status())
+                .find("--set model.dropout=0.2: section 'model' is not read"),
+            std::string::npos);
+  config = ParseConfig("finetune:\n  max_seq_length: 64\n", "pt.yaml", {},
+                       {"model", "data", "train"});
+  EXPECT_NE(Message(config.status())
+                .find("pt.yaml:1: section 'finetune' is not read by this "
+                      "command; it reads model, data, train"),
+            std::string::npos);
+  EXPECT_TRUE(ParseConfig("train:\n  lr: 0.1\n", "ft.yaml", {}, finetune).ok());
+}
+
+TEST(ConfigTest, SameArchitectureNamesEveryDifference) {
+  XLNetConfig a;
+  XLNetConfig b = a;
+  b.dropout = 0.3;  // not architecture
+  b.mem_len = 16;   // not architecture
+  EXPECT_TRUE(CheckSameArchitecture(a, b, "init").ok());
+  b.untie_r = !a.untie_r;
+  b.d_inner = a.d_inner * 2;
+  b.ff_activation = "relu";
+  EXPECT_EQ(Message(CheckSameArchitecture(a, b, "DIR")),
+            absl::StrCat("DIR: its architecture differs from the config's "
+                         "model section (d_inner 4096 vs 8192, untie_r true vs "
+                         "false, ff_activation gelu vs relu; stored vs "
+                         "configured)"));
+}
+
+// The shipped fine-tuning configs parse as fine-tuning configs, and the
+// pretraining ones as pretraining configs.
+TEST(ConfigTest, ShippedConfigsFitTheirCommands) {
+  for (const char* name : {"tiny", "small", "brown-small", "brown-medium",
+                           "xlnet-base", "xlnet-large"}) {
+    const std::string path =
+        absl::StrCat(XLNET_SOURCE_DIR, "/configs/", name, ".yaml");
+    auto config = LoadConfig(path, {}, {"model", "data", "train"});
+    EXPECT_TRUE(config.ok()) << config.status();
+  }
+  for (const char* name :
+       {"tiny", "brown-small", "brown-medium", "xlnet-base", "xlnet-large"}) {
+    const std::string path =
+        absl::StrCat(XLNET_SOURCE_DIR, "/configs/", name, "-finetune.yaml");
+    auto config = LoadConfig(path, {}, {"data", "train", "finetune"});
+    EXPECT_TRUE(config.ok()) << config.status();
+  }
+}
+
+}  // namespace
+}  // namespace xlnet

@@ -1,0 +1,349 @@
+// xlnet-export: export -> load gives the same outputs (fp32 exactly, bf16 as
+// the bf16-rounded weights), encoder-only names are HF XLNetModel's, the
+// tokenizer is found in run directories, and bad inputs leave nothing
+// behind.
+#include "model_io/export.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "common/file_util.h"
+#include "model_io/load.h"
+#include "model_io/model_dir.h"
+#include "model_io/save.h"
+#include "tests/model/test_util.h"
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+using testing::GoldenDir;
+using testing::ReadTensors;
+using testing::ReportDiff;
+using testing::RunCommand;
+using testing::TempDir;
+using testing::ToolPath;
+
+constexpr char kTokenizerBytes[] = "not a real sentencepiece model\n";
+
+std::vector<std::string> ListDir(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    in_ = ReadTensors(GoldenDir() + "/inputs.safetensors");
+    // A pretraining run: RUN/spiece.model, RUN/checkpoints/step_5/.
+    run_ = tmp_.Join("run");
+    step_ = run_ + "/checkpoints/step_5";
+    ASSERT_TRUE(MakeDirs(step_).ok());
+    ASSERT_TRUE(
+        WriteFileAtomic(run_ + "/" + kTokenizerFile, kTokenizerBytes).ok());
+    for (const char* f : {"config.json", "model.safetensors"}) {
+      auto bytes = ReadFile(GoldenDir() + "/" + f);
+      ASSERT_TRUE(bytes.ok());
+      ASSERT_TRUE(WriteFileAtomic(step_ + "/" + f, *bytes).ok());
+    }
+  }
+  XLNetInputs Inputs(bool two_stream) {
+    XLNetInputs x;
+    x.input_ids = in_.at("input_ids");
+    x.token_type_ids = in_.at("token_type_ids");
+    x.attention_mask = in_.at("attention_mask");
+    if (two_stream) {
+      x.perm_mask = in_.at("perm_mask");
+      x.target_mapping = in_.at("target_mapping");
+    }
+    return x;
+  }
+  ExportOptions Options(const std::string& out) {
+    ExportOptions o;
+    o.checkpoint = step_;
+    o.out = tmp_.Join(out);
+    return o;
+  }
+  torch::Tensor LmLogits(const std::string& dir) {
+    auto model = LoadPretrained(dir);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return {};
+    (*model)->eval();
+    torch::NoGradGuard no_grad;
+    return (*model)->forward(Inputs(true)).logits;
+  }
+  TempDir tmp_;
+  std::string run_, step_;
+  std::map<std::string, torch::Tensor> in_;
+};
+
+TEST_F(ExportTest, LmCheckpointRoundTripsExactly) {
+  auto o = Options("hf");
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->architecture, "XLNetLMHeadModel");
+  EXPECT_EQ(summary->tokenizer, run_ + "/" + kTokenizerFile);
+  EXPECT_EQ(ListDir(o.out),
+            (std::vector<std::string>{"config.json", "model.safetensors",
+                                      "spiece.model"}));
+  EXPECT_EQ(*ReadFile(o.out + "/spiece.model"), kTokenizerBytes);
+  auto json = *ReadFile(o.out + "/config.json");
+  EXPECT_TRUE(absl::StrContains(json, "\"XLNetLMHeadModel\"")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"torch_dtype\": \"float32\"")) << json;
+  // Same names and values as the checkpoint (which has HF names already).
+  auto golden = ReadTensors(GoldenDir() + "/model.safetensors");
+  auto exported = ReadTensors(o.out + "/model.safetensors");
+  ASSERT_EQ(exported.size(), golden.size());
+  for (const auto& [name, t] : golden) {
+    ASSERT_EQ(exported.count(name), 1u) << name;
+    EXPECT_TRUE(torch::equal(exported.at(name), t)) << name;
+  }
+  EXPECT_EQ(exported.count("lm_loss.weight"), 0u) << "tied, not stored";
+  EXPECT_TRUE(torch::equal(LmLogits(o.out), LmLogits(step_)));
+}
+
+TEST_F(ExportTest, EncoderOnlyHasExactlyHfXLNetModelNames) {
+  auto o = Options("enc");
+  o.encoder_only = true;
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->architecture, "XLNetModel");
+  std::set<std::string> expected;
+  for (const auto& [name, t] :
+       ReadTensors(GoldenDir() + "/model.safetensors")) {
+    if (absl::StartsWith(name, "transformer."))
+      expected.insert(name.substr(12));
+  }
+  std::set<std::string> names;
+  for (const auto& [name, t] : ReadTensors(o.out + "/model.safetensors")) {
+    names.insert(name);
+  }
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(names.count("mask_emb"), 1u);
+  EXPECT_TRUE(
+      absl::StrContains(*ReadFile(o.out + "/config.json"), "\"XLNetModel\""));
+  // It loads back (bare names) with the same content stream.
+  auto a = LoadPretrained(o.out);
+  auto b = LoadPretrained(step_);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status();
+  (*a)->eval();
+  (*b)->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(
+      (*a)->transformer->forward(Inputs(false)).last_hidden_state,
+      (*b)->transformer->forward(Inputs(false)).last_hidden_state));
+  // Exporting that encoder again keeps it an encoder.
+  auto again = Options("enc2");
+  again.checkpoint = o.out;
+  auto s2 = ExportModel(again);
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  EXPECT_EQ(s2->architecture, "XLNetModel");
+}
+
+TEST_F(ExportTest, Bf16IsTheRoundedModel) {
+  auto o = Options("bf16");
+  o.dtype = "bf16";
+  ASSERT_TRUE(ExportModel(o).ok());
+  auto file = SafetensorsFile::Open(o.out + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  for (const auto& entry : file->entries()) {
+    EXPECT_EQ(entry.dtype, "BF16") << entry.name;
+  }
+  auto json = *ReadFile(o.out + "/config.json");
+  EXPECT_TRUE(absl::StrContains(json, "\"torch_dtype\": \"bfloat16\"")) << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"dtype\": \"bfloat16\"")) << json;
+  // Loaded (as fp32) it is exactly the fp32 model with bf16-rounded weights.
+  auto rounded = LoadPretrained(step_);
+  ASSERT_TRUE(rounded.ok());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : (*rounded)->parameters()) {
+      p.copy_(p.to(torch::kBFloat16).to(torch::kFloat));
+    }
+  }
+  (*rounded)->eval();
+  torch::NoGradGuard no_grad;
+  auto logits = LmLogits(o.out);
+  EXPECT_TRUE(torch::equal(logits, (*rounded)->forward(Inputs(true)).logits));
+  // Against the fp32 model: bf16 weights (8-bit mantissa) move the logits by
+  // about 1% of their spread.
+  auto full = LmLogits(step_);
+  const double diff = ReportDiff("bf16 export logits", logits, full);
+  EXPECT_LT(diff, 0.02 * (full.max() - full.min()).item<double>());
+}
+
+TEST_F(ExportTest, FineTunedHeadsExportWholeOrEncoder) {
+  auto qa = LoadForQuestionAnswering(step_);
+  ASSERT_TRUE(qa.ok()) << qa.status();
+  const std::string ft = run_ + "/finetune/qa";
+  ASSERT_TRUE(SavePretrained(**qa, ft).ok());
+  auto o = Options("qa");
+  o.checkpoint = ft;
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->architecture, "XLNetForQuestionAnswering");
+  EXPECT_EQ(summary->tokenizer, run_ + "/" + kTokenizerFile);  // DIR/../..
+  EXPECT_TRUE(absl::StrContains(*ReadFile(o.out + "/config.json"),
+                                "\"XLNetForQuestionAnswering\""));
+  auto stored = ReadTensors(o.out + "/model.safetensors");
+  EXPECT_EQ(stored.count("answer_class.dense_1.weight"), 1u);
+  EXPECT_EQ(stored.count("answer_class.dense_1.bias"), 0u);
+  EXPECT_EQ(stored.count("lm_loss.bias"), 0u);
+  auto loaded = LoadForQuestionAnswering(o.out);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  (*qa)->eval();
+  (*loaded)->eval();
+  torch::NoGradGuard no_grad;
+  auto p_mask = torch::zeros({2, 12});
+  auto a = (*qa)->Predict(Inputs(false), p_mask);
+  auto b = (*loaded)->Predict(Inputs(false), p_mask);
+  EXPECT_TRUE(torch::equal(a.end_top_log_probs, b.end_top_log_probs));
+  EXPECT_TRUE(torch::equal(a.cls_logits, b.cls_logits));
+
+  auto enc = Options("qa_enc");
+  enc.checkpoint = ft;
+  enc.encoder_only = true;
+  ASSERT_TRUE(ExportModel(enc).ok());
+  auto names = ReadTensors(enc.out + "/model.safetensors");
+  EXPECT_EQ(names.count("word_embedding.weight"), 1u);
+  EXPECT_EQ(names.count("start_logits.dense.weight"), 0u);
+  EXPECT_EQ(names.count("transformer.word_embedding.weight"), 0u);
+}
+
+TEST_F(ExportTest, ClassifierKeepsLabelsAndProblemType) {
+  HeadLoadOptions options;
+  options.labels = {"neg", "neu", "pos"};
+  auto cls = LoadForSequenceClassification(step_, options);
+  ASSERT_TRUE(cls.ok()) << cls.status();
+  const std::string ft = run_ + "/finetune/cls";
+  ASSERT_TRUE(SavePretrained(**cls, ft).ok());
+  auto o = Options("cls");
+  o.checkpoint = ft;
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->architecture, "XLNetForSequenceClassification");
+  const auto json = *ReadFile(o.out + "/config.json");
+  EXPECT_TRUE(absl::StrContains(
+      json, "\"problem_type\": \"single_label_classification\""))
+      << json;
+  EXPECT_TRUE(absl::StrContains(json, "\"2\": \"pos\"")) << json;
+  auto loaded = LoadForSequenceClassification(o.out);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  (*cls)->eval();
+  (*loaded)->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal((*loaded)->forward(Inputs(false)).logits,
+                           (*cls)->forward(Inputs(false)).logits));
+}
+
+TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
+  // Unknown dtype.
+  auto o = Options("x");
+  o.dtype = "fp16";
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "fp16")) << s.status();
+  // No config.json.
+  ASSERT_TRUE(MakeDirs(tmp_.Join("noconfig")).ok());
+  o = Options("x");
+  o.checkpoint = tmp_.Join("noconfig");
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "no config.json"))
+      << s.status();
+  // No weights (tokenizer present beside it).
+  const std::string noweights = run_ + "/checkpoints/step_6";
+  ASSERT_TRUE(MakeDirs(noweights).ok());
+  ASSERT_TRUE(WriteFileAtomic(noweights + "/config.json",
+                              *ReadFile(step_ + "/config.json"))
+                  .ok());
+  o.checkpoint = noweights;
+  s = ExportModel(o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "model.safetensors"))
+      << s.status();
+  // Weights that do not fit the config: named in one error.
+  auto bad_config = *ReadFile(step_ + "/config.json");
+  const auto pos = bad_config.find("\"d_inner\": 256");
+  ASSERT_NE(pos, std::string::npos);
+  bad_config.replace(pos, 14, "\"d_inner\": 128");
+  ASSERT_TRUE(WriteFileAtomic(noweights + "/config.json", bad_config).ok());
+  ASSERT_TRUE(WriteFileAtomic(noweights + "/model.safetensors",
+                              *ReadFile(step_ + "/model.safetensors"))
+                  .ok());
+  s = ExportModel(o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(),
+                                "transformer.layer.0.ff.layer_1.weight: shape"))
+      << s.status();
+  // No tokenizer anywhere: every place looked at is named.
+  const std::string lone = tmp_.Join("lone/a/b");
+  ASSERT_TRUE(MakeDirs(lone).ok());
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    ASSERT_TRUE(
+        WriteFileAtomic(lone + "/" + f, *ReadFile(step_ + "/" + f)).ok());
+  }
+  o.checkpoint = lone;
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  for (const std::string& where :
+       {lone, tmp_.Join("lone/a"), tmp_.Join("lone")}) {
+    EXPECT_TRUE(
+        absl::StrContains(s.status().message(), where + "/spiece.model"))
+        << s.status();
+  }
+  // None of that wrote anything (no output, no temporaries).
+  EXPECT_EQ(ListDir(tmp_.path()),
+            (std::vector<std::string>{"lone", "noconfig", "run"}));
+
+  // An existing non-empty output is kept unless --overwrite.
+  const std::string out = tmp_.Join("existing");
+  ASSERT_TRUE(MakeDirs(out).ok());
+  ASSERT_TRUE(WriteFileAtomic(out + "/keep.txt", "mine").ok());
+  o = Options("existing");
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "--overwrite"));
+  EXPECT_EQ(ListDir(out), std::vector<std::string>{"keep.txt"});
+  o.overwrite = true;
+  ASSERT_TRUE(ExportModel(o).ok());
+  EXPECT_EQ(ListDir(out),
+            (std::vector<std::string>{"config.json", "model.safetensors",
+                                      "spiece.model"}));
+  // An empty existing directory is fine without --overwrite.
+  ASSERT_TRUE(MakeDirs(tmp_.Join("empty")).ok());
+  EXPECT_TRUE(ExportModel(Options("empty")).ok());
+}
+
+TEST_F(ExportTest, Tool) {
+  const std::string out = tmp_.Join("tool_out");
+  auto r = RunCommand(ToolPath("export") + " --checkpoint " + step_ +
+                      " --out " + out + " --encoder_only --dtype bf16");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "XLNetModel")) << r.output;
+  EXPECT_TRUE(PathExists(out + "/spiece.model"));
+  r = RunCommand(ToolPath("export") + " --checkpoint " + step_ + " --out " +
+                 tmp_.Join("o2") + " --dtype int8");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "xlnet-export: error: --dtype"))
+      << r.output;
+  EXPECT_FALSE(PathExists(tmp_.Join("o2")));
+  r = RunCommand(ToolPath("export") + " --out " + tmp_.Join("o3"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "checkpoint")) << r.output;
+}
+
+}  // namespace
+}  // namespace xlnet

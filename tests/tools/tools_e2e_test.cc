@@ -1,0 +1,301 @@
+// xlnet-finetune, xlnet-export and xlnet-baseline end to end, as a user runs
+// them: a tiny model pretrained on the bundled Brown sample is fine-tuned on
+// the bundled genre subset (classification), a derived regression task and
+// the SQuAD v2 fixture; best checkpoints, eval_results.json, predictions,
+// exact resume, export -> reload, and bad input.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/file_util.h"
+#include "common/safetensors.h"
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+using testing::CommandResult;
+using testing::ReadJsonFile;
+using testing::RunCommand;
+using testing::SourcePath;
+using testing::ToolPath;
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+class FinetuneE2ETest : public ::testing::Test {
+ protected:
+  // A tiny model pretrained for 60 steps; its last checkpoint carries
+  // spiece.model, so fine-tuning needs nothing else.
+  static void SetUpTestSuite() {
+    tmp_ = new testing::TempDir();
+    const std::string corpus = SourcePath("data/sample/brown_sample.txt");
+    CommandResult r =
+        RunCommand(ToolPath("data") + " tokenizer --input " + corpus +
+                   " --vocab_size 1000 --out " + tmp_->Join("spiece.model"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = RunCommand(ToolPath("data") + " prepare --input " + corpus +
+                   " --tokenizer " + tmp_->Join("spiece.model") + " --out " +
+                   tmp_->Join("data"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = RunCommand(ToolPath("pretrain") + " --config " +
+                   SourcePath("configs/tiny.yaml") + " --data " +
+                   tmp_->Join("data") + " --out " + tmp_->Join("pretrain") +
+                   " --set train.max_steps=60 --set train.eval_steps=0"
+                   " --set train.threads=1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    checkpoint_ = tmp_->Join("pretrain/checkpoints/step_60");
+    ASSERT_TRUE(PathExists(checkpoint_ + "/spiece.model"));
+  }
+  static void TearDownTestSuite() { delete tmp_; }
+
+  static std::string Finetune(const std::string& task,
+                              const std::string& extra) {
+    return ToolPath("finetune") + " --config " +
+           SourcePath("configs/tiny-finetune.yaml") + " --task " + task +
+           " --init " + checkpoint_ + " --set train.threads=1 " + extra;
+  }
+  static std::string Genre(const std::string& split) {
+    return SourcePath("data/sample/genre_" + split + ".tsv");
+  }
+
+  static testing::TempDir* tmp_;
+  static std::string checkpoint_;
+};
+testing::TempDir* FinetuneE2ETest::tmp_ = nullptr;
+std::string FinetuneE2ETest::checkpoint_;
+
+TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
+  testing::TempDir run;
+  CommandResult r = RunCommand(
+      Finetune("classification",
+               "--train " + Genre("train") + " --dev " + Genre("dev") +
+                   " --test " + Genre("test") + " --out " + run.path() +
+                   " --set train.max_steps=40 --set train.eval_steps=20"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
+  for (const char* split : {"dev", "test"}) {
+    ASSERT_TRUE(results.contains(split)) << results.dump();
+    for (const char* key : {"accuracy", "macro_f1", "mcc", "loss"}) {
+      EXPECT_TRUE(results[split].contains(key)) << split << " " << key;
+    }
+    const double acc = results[split]["accuracy"];
+    EXPECT_GE(acc, 0.0);
+    EXPECT_LE(acc, 1.0);
+  }
+  // RUN/best: the dev evaluation (steps 20, 40) with the highest accuracy.
+  const nlohmann::json best = ReadJsonFile(run.Join("best/best.json"));
+  EXPECT_EQ(best["metric"], "accuracy");
+  double best_seen = -1;
+  for (const std::string& line : Lines(run.Join("metrics.jsonl"))) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("eval_accuracy")) {
+      best_seen = std::max(best_seen, j["eval_accuracy"].get<double>());
+    }
+  }
+  EXPECT_DOUBLE_EQ(best["value"].get<double>(), best_seen);
+  EXPECT_DOUBLE_EQ(results["dev"]["accuracy"].get<double>(), best_seen);
+  const nlohmann::json config = ReadJsonFile(run.Join("best/config.json"));
+  EXPECT_EQ(config["architectures"][0], "XLNetForSequenceClassification");
+  EXPECT_EQ(config["id2label"]["0"], "learned");
+  EXPECT_EQ(config["id2label"]["3"], "romance");
+  EXPECT_TRUE(PathExists(run.Join("best/spiece.model")));
+  // One prediction per test row, with the file's header.
+  const auto predictions = Lines(run.Join("predictions_test.tsv"));
+  EXPECT_EQ(predictions.size(), Lines(Genre("test")).size());
+  EXPECT_EQ(predictions[0], "id\tprediction");
+
+  // Export the best model and evaluate the export: the same dev scores.
+  r = RunCommand(ToolPath("export") + " --checkpoint " + run.Join("best") +
+                 " --out " + run.Join("exported"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  testing::TempDir eval_run;
+  r = RunCommand(Finetune("classification", "--init " + run.Join("exported") +
+                                                " --dev " + Genre("dev") +
+                                                " --out " + eval_run.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json again = ReadJsonFile(eval_run.Join("eval_results.json"));
+  EXPECT_DOUBLE_EQ(again["dev"]["accuracy"].get<double>(),
+                   results["dev"]["accuracy"].get<double>());
+  EXPECT_NEAR(again["dev"]["loss"].get<double>(),
+              results["dev"]["loss"].get<double>(), 1e-6);
+}
+
+TEST_F(FinetuneE2ETest, ResumeEqualsUninterruptedRun) {
+  const std::string common =
+      "--train " + Genre("train") + " --dev " + Genre("dev") +
+      " --set train.eval_steps=10 --set train.save_steps=10";
+  testing::TempDir whole, split;
+  CommandResult r =
+      RunCommand(Finetune("classification", common + " --out " + whole.path() +
+                                                " --set train.max_steps=30"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(Finetune("classification", common + " --out " + split.path() +
+                                                " --set train.max_steps=20"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(Finetune("classification",
+                          common + " --out " + split.path() +
+                              " --set train.max_steps=30 --resume latest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto a = SafetensorsFile::Open(
+      whole.Join("checkpoints/step_30/model.safetensors"));
+  auto b = SafetensorsFile::Open(
+      split.Join("checkpoints/step_30/model.safetensors"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ta = a->LoadAll();
+  auto tb = b->LoadAll();
+  ASSERT_TRUE(ta.ok() && tb.ok());
+  ASSERT_EQ(ta->size(), tb->size());
+  for (size_t i = 0; i < ta->size(); ++i) {
+    EXPECT_TRUE(torch::equal((*ta)[i].second, (*tb)[i].second))
+        << (*ta)[i].first;
+  }
+  EXPECT_EQ(ReadJsonFile(whole.Join("best/best.json")),
+            ReadJsonFile(split.Join("best/best.json")));
+}
+
+TEST_F(FinetuneE2ETest, RegressionReportsCorrelations) {
+  // A derived regression task: the passage's length in words / 100.
+  testing::TempDir run;
+  for (const char* split : {"train", "dev"}) {
+    std::ofstream out(run.Join(std::string(split) + ".tsv"));
+    out << "sentence\tlabel\n";
+    const auto lines = Lines(Genre(split));
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const std::string text = lines[i].substr(0, lines[i].rfind('\t'));
+      std::istringstream words(text);
+      int n = 0;
+      for (std::string w; words >> w;) ++n;
+      out << text << "\t" << n / 100.0 << "\n";
+    }
+  }
+  CommandResult r = RunCommand(Finetune(
+      "regression", "--train " + run.Join("train.tsv") + " --dev " +
+                        run.Join("dev.tsv") + " --out " + run.Join("run") +
+                        " --set train.max_steps=30"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results =
+      ReadJsonFile(run.Join("run/eval_results.json"));
+  for (const char* key : {"pearson", "spearman", "mse", "loss"}) {
+    EXPECT_TRUE(results["dev"].contains(key)) << key;
+  }
+  const nlohmann::json config = ReadJsonFile(run.Join("run/best/config.json"));
+  EXPECT_EQ(config["problem_type"], "regression");
+  EXPECT_EQ(config["id2label"].size(), 1u);
+}
+
+TEST_F(FinetuneE2ETest, SquadPredictionsAndOfficialScores) {
+  testing::TempDir run;
+  const std::string squad =
+      SourcePath("tests/fixtures/finetune/squad_v2_small.json");
+  CommandResult r = RunCommand(Finetune(
+      "squad", "--train " + squad + " --dev " + squad + " --out " + run.path() +
+                   " --set train.max_steps=20 --set finetune.doc_stride=24"
+                   " --set finetune.max_query_length=16"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
+  for (const char* key :
+       {"exact", "f1", "total", "HasAns_f1", "NoAns_f1", "best_f1", "loss"}) {
+    EXPECT_TRUE(results["dev"].contains(key)) << key << " " << results.dump();
+  }
+  const nlohmann::json predictions =
+      ReadJsonFile(run.Join("predictions_dev/predictions.json"));
+  const nlohmann::json data = ReadJsonFile(squad);
+  size_t questions = 0;
+  for (const auto& article : data["data"]) {
+    for (const auto& paragraph : article["paragraphs"]) {
+      for (const auto& qa : paragraph["qas"]) {
+        ++questions;
+        EXPECT_TRUE(predictions.contains(qa["id"].get<std::string>()));
+      }
+    }
+  }
+  EXPECT_EQ(predictions.size(), questions);
+  EXPECT_EQ(results["dev"]["total"].get<double>(), questions);
+  EXPECT_TRUE(PathExists(run.Join("predictions_dev/null_odds.json")));
+  // The stand-alone evaluator (the official script's CLI) on the written
+  // files gives the run's own scores.
+  r = RunCommand(ToolPath("squad-eval") + " " + squad + " " +
+                 run.Join("predictions_dev/predictions.json") +
+                 " --null_odds " + run.Join("predictions_dev/null_odds.json") +
+                 " --out " + run.Join("eval.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json eval = ReadJsonFile(run.Join("eval.json"));
+  for (const char* key : {"exact", "f1", "best_f1", "HasAns_exact"}) {
+    EXPECT_DOUBLE_EQ(eval[key].get<double>(), results["dev"][key].get<double>())
+        << key;
+  }
+  const nlohmann::json config = ReadJsonFile(run.Join("best/config.json"));
+  EXPECT_EQ(config["architectures"][0], "XLNetForQuestionAnswering");
+}
+
+TEST_F(FinetuneE2ETest, BadRowsAreNamedAndSkippable) {
+  testing::TempDir run;
+  {
+    std::ofstream out(run.Join("bad.tsv"));
+    const auto lines = Lines(Genre("train"));
+    for (size_t i = 0; i < 40; ++i) out << lines[i] << "\n";
+    out << "a row without its label column\n";  // line 41
+  }
+  CommandResult r = RunCommand(
+      Finetune("classification", "--train " + run.Join("bad.tsv") + " --dev " +
+                                     Genre("dev") + " --out " + run.Join("a") +
+                                     " --set train.max_steps=2"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("bad.tsv:41"), std::string::npos) << r.output;
+  EXPECT_FALSE(PathExists(run.Join("a/best")));
+  r = RunCommand(
+      Finetune("classification", "--train " + run.Join("bad.tsv") + " --dev " +
+                                     Genre("dev") + " --out " + run.Join("b") +
+                                     " --set train.max_steps=2"
+                                     " --set finetune.bad_rows=skip"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipped 1 bad rows"), std::string::npos) << r.output;
+}
+
+TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
+  testing::TempDir run;
+  {
+    std::ofstream out(run.Join("unlabeled.tsv"));
+    const auto lines = Lines(Genre("test"));
+    out << "sentence\n";
+    for (size_t i = 1; i < 11; ++i) {
+      out << lines[i].substr(0, lines[i].rfind('\t')) << "\n";
+    }
+  }
+  CommandResult r = RunCommand(Finetune(
+      "classification", "--train " + Genre("train") + " --dev " + Genre("dev") +
+                            " --test " + run.Join("unlabeled.tsv") +
+                            " --do_predict --out " + run.Join("run") +
+                            " --set train.max_steps=5"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto predictions = Lines(run.Join("run/predictions_test.tsv"));
+  ASSERT_EQ(predictions.size(), 11u);
+  const nlohmann::json results =
+      ReadJsonFile(run.Join("run/eval_results.json"));
+  EXPECT_TRUE(results.contains("dev"));
+  EXPECT_FALSE(results.contains("test"));
+}
+
+TEST_F(FinetuneE2ETest, BagOfWordsBaseline) {
+  testing::TempDir run;
+  CommandResult r =
+      RunCommand(ToolPath("baseline") + " --train " + Genre("train") +
+                 " --dev " + Genre("dev") + " --test " + Genre("test") +
+                 " --out " + run.path() + " --epochs 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json results = ReadJsonFile(run.Join("eval_results.json"));
+  // Four genres: chance is about 0.25; word counts do much better.
+  EXPECT_GT(results["test"]["accuracy"].get<double>(), 0.5);
+  EXPECT_GT(results["features"].get<int64_t>(), 1000);
+}
+
+}  // namespace
+}  // namespace xlnet

@@ -1,0 +1,222 @@
+#include "train/distributed.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs fn(rank, group) on `world` threads, each with its own Gloo group over
+// one in-process store.
+void RunRanks(int world, milliseconds timeout,
+              const std::function<void(int, ProcessGroup&)>& fn) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(world);
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank]() {
+      auto group =
+          ProcessGroup::FromStore(store, rank, world, torch::kCPU, timeout);
+      if (!group.ok()) {
+        errors[rank] = std::string(group.status().message());
+        return;
+      }
+      fn(rank, **group);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < world; ++rank) EXPECT_EQ(errors[rank], "") << rank;
+}
+
+TEST(DistEnvTest, ReadsTorchrunVariables) {
+  for (const char* v :
+       {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
+    unsetenv(v);
+  }
+  auto single = DistEnvFromEnvironment();
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->world_size, 1);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("RANK", "2", 1);
+  setenv("MASTER_ADDR", "10.1.2.3", 1);
+  setenv("MASTER_PORT", "29511", 1);
+  auto env = DistEnvFromEnvironment();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->rank, 2);
+  EXPECT_EQ(env->local_rank, 2);
+  EXPECT_EQ(env->master_addr, "10.1.2.3");
+  EXPECT_EQ(env->master_port, 29511);
+  setenv("RANK", "4", 1);
+  EXPECT_NE(
+      DistEnvFromEnvironment().status().message().find("RANK=4 is outside"),
+      std::string::npos);
+  setenv("RANK", "x", 1);
+  EXPECT_NE(DistEnvFromEnvironment().status().message().find("RANK='x'"),
+            std::string::npos);
+  setenv("RANK", "1", 1);
+  unsetenv("MASTER_PORT");
+  EXPECT_NE(DistEnvFromEnvironment().status().message().find("MASTER_PORT"),
+            std::string::npos);
+  for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR"}) unsetenv(v);
+}
+
+TEST(ProcessGroupTest, CollectivesAndConfigCheck) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RunRanks(2, milliseconds(20000), [](int rank, ProcessGroup& group) {
+    EXPECT_EQ(group.backend(), "gloo");
+    std::vector<torch::Tensor> t = {torch::full({3}, rank + 1.0f)};
+    group.AllReduceSum(t);
+    EXPECT_TRUE(torch::equal(t[0], torch::full({3}, 3.0f)));
+    std::vector<torch::Tensor> b = {torch::full({2}, rank == 1 ? 7.0f : 0.0f)};
+    group.Broadcast(b, /*root=*/1);
+    EXPECT_TRUE(torch::equal(b[0], torch::full({2}, 7.0f)));
+    EXPECT_TRUE(group.CheckSameOnAllRanks("config", "same").ok());
+    const absl::Status differs =
+        group.CheckSameOnAllRanks("config", rank == 0 ? "a: 1" : "a: 2");
+    EXPECT_EQ(differs.message(),
+              "rank 1 runs with a different config than rank 0");
+  });
+}
+
+// A two-layer net; each rank sees half of the batch.
+struct Net {
+  torch::nn::Linear l1{nullptr}, l2{nullptr};
+  NamedTensors params;
+  Net() {
+    torch::manual_seed(11);
+    l1 = torch::nn::Linear(5, 7);
+    l2 = torch::nn::Linear(7, 3);
+    params = {{"l1.weight", l1->weight},
+              {"l1.bias", l1->bias},
+              {"l2.weight", l2->weight},
+              {"l2.bias", l2->bias}};
+  }
+  torch::Tensor Loss(const torch::Tensor& x) {
+    return l2(torch::tanh(l1(x))).pow(2).mean();
+  }
+};
+
+torch::Tensor Batch() {
+  torch::manual_seed(5);
+  return torch::randn({8, 5});
+}
+
+TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  Net reference;
+  reference.Loss(Batch()).backward();
+  for (int64_t bucket_bytes : {int64_t{1} << 20, int64_t{64}}) {
+    RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
+      Net net;
+      GradientReducer reducer(&group, net.params, bucket_bytes);
+      if (bucket_bytes == 64) EXPECT_GT(reducer.num_buckets(), 1);
+      reducer.Prepare(true);
+      net.Loss(Batch().narrow(0, 4 * rank, 4)).backward();
+      reducer.Finish();
+      for (size_t i = 0; i < net.params.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(net.params[i].second.grad(),
+                                    reference.params[i].second.grad(), 1e-6,
+                                    1e-7))
+            << net.params[i].first;
+      }
+    });
+  }
+}
+
+TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  Net reference;
+  reference.Loss(Batch()).backward();
+  RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
+    Net net;
+    GradientReducer reducer(&group, net.params);
+    const torch::Tensor mine = Batch().narrow(0, 4 * rank, 4);
+    for (int micro = 0; micro < 2; ++micro) {
+      reducer.Prepare(/*sync=*/micro == 1);
+      (net.Loss(mine.narrow(0, 2 * micro, 2)) / 2).backward();
+      reducer.Finish();
+    }
+    for (size_t i = 0; i < net.params.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(net.params[i].second.grad(),
+                                  reference.params[i].second.grad(), 1e-6,
+                                  1e-7))
+          << net.params[i].first;
+    }
+  });
+}
+
+TEST(ProcessGroupTest, DeadRankEndsTheOthers) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RunRanks(2, milliseconds(20000), [](int rank, ProcessGroup& group) {
+    if (rank == 1) return;  // exits: its connections close
+    std::vector<torch::Tensor> t = {torch::ones({1})};
+    EXPECT_ANY_THROW(group.AllReduceSum(t));
+  });
+}
+
+TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  double waited = 0;
+  RunRanks(2, milliseconds(1500), [&](int rank, ProcessGroup& group) {
+    if (rank == 1) {
+      // Alive but never joins the collective.
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<torch::Tensor> t = {torch::ones({1})};
+    EXPECT_ANY_THROW(group.AllReduceSum(t));
+    waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  });
+  // The 1.5 s timeout fired, long before the stuck rank woke up.
+  EXPECT_GE(waited, 1.0);
+  EXPECT_LT(waited, 5.0);
+}
+
+// The NCCL path on one GPU (a single-rank communicator): the group is built,
+// all-reduce and broadcast run on CUDA tensors. Needs a CUDA LibTorch with
+// NCCL and a GPU (scripts/gpu_check.sh); skipped elsewhere.
+TEST(ProcessGroupTest, NcclSingleRankCollectives) {
+#if !defined(USE_C10D_NCCL)
+  GTEST_SKIP() << "built without NCCL (USE_C10D_NCCL)";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto group = ProcessGroup::FromStore(
+      store, 0, 1, torch::Device(torch::kCUDA, 0), milliseconds(60000));
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ((*group)->backend(), "nccl");
+  std::vector<torch::Tensor> t = {
+      torch::arange(6, torch::TensorOptions().device(torch::kCUDA))};
+  (*group)->AllReduceSum(t);
+  EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(6)));
+  (*group)->Broadcast(t, 0);
+  EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(6)));
+  // The trainer's control messages are host tensors: they go through the GPU
+  // and come back in place.
+  EXPECT_EQ((*group)->device(), torch::Device(torch::kCUDA, 0));
+  std::vector<torch::Tensor> host = {
+      torch::tensor({1.5, 2.0, 3.0}, torch::kFloat64)};
+  (*group)->AllReduceSum(host);
+  EXPECT_TRUE(host[0].device().is_cpu());
+  EXPECT_TRUE(
+      torch::equal(host[0], torch::tensor({1.5, 2.0, 3.0}, torch::kFloat64)));
+  (*group)->Broadcast(host, 0);
+  EXPECT_TRUE(host[0].device().is_cpu());
+  (*group)->Barrier();
+  EXPECT_TRUE((*group)->CheckSameOnAllRanks("config", "a: 1").ok());
+#endif
+}
+
+}  // namespace
+}  // namespace xlnet

@@ -1,0 +1,47 @@
+// What every training command sets up per rank (train/run_setup.h).
+#include "train/run_setup.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace xlnet {
+namespace {
+
+// On N GPUs, SetUpRank turns train.device "cuda" into cuda:LOCAL_RANK in
+// each rank's config. The YAML the trainer saves and compares across ranks
+// must not carry that, or every multi-GPU run would fail the config check.
+TEST(RunSetupTest, RunConfigYamlIsTheSameOnEveryRank) {
+  RankSetup setup;
+  setup.configured_device = "cuda";
+  Config rank0, rank1;
+  rank0.train.device = "cuda:0";
+  rank1.train.device = "cuda:1";
+  const std::string yaml0 = RunConfigYaml(rank0, setup);
+  EXPECT_EQ(yaml0, RunConfigYaml(rank1, setup));
+  EXPECT_NE(yaml0.find("device: \"cuda\""), std::string::npos) << yaml0;
+  EXPECT_EQ(yaml0.find("cuda:"), std::string::npos) << yaml0;
+  // Anything else that differs still shows.
+  rank1.train.lr = rank0.train.lr * 2;
+  EXPECT_NE(yaml0, RunConfigYaml(rank1, setup));
+}
+
+TEST(RunSetupTest, OneCpuProcessKeepsItsConfig) {
+  ASSERT_EQ(std::getenv("WORLD_SIZE"), nullptr) << "run outside torchrun";
+  Config config;
+  config.train.device = "cpu";
+  config.train.threads = torch::get_num_threads();  // leave the pool as is
+  const std::string before = ConfigToYaml(config);
+  auto setup = SetUpRank(&config);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  EXPECT_EQ(setup->configured_device, "cpu");
+  EXPECT_TRUE(setup->device.is_cpu());
+  EXPECT_EQ(setup->group, nullptr);
+  EXPECT_EQ(setup->env.world_size, 1);
+  EXPECT_EQ(RunConfigYaml(config, *setup), before);
+}
+
+}  // namespace
+}  // namespace xlnet

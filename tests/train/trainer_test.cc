@@ -1,0 +1,429 @@
+// The trainer on a small regression unit: its loop, accumulation, resume,
+// stop requests, non-finite steps and metrics, without the XLNet model.
+#include "train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "tests/test_util.h"
+
+namespace xlnet {
+namespace {
+
+// y = x W^T + b + noise, learned by a linear layer with dropout (so the RNG
+// state matters for exact resume). Its data position is part of its state.
+class RegressionUnit : public TrainUnit {
+ public:
+  explicit RegressionUnit(int64_t micro_batch) : micro_batch_(micro_batch) {
+    torch::manual_seed(42);
+    linear_ = torch::nn::Linear(6, 2);
+    dropout_ = torch::nn::Dropout(0.1);
+    torch::manual_seed(1);
+    w_true_ = torch::randn({2, 6});
+  }
+  NamedTensors Parameters() override {
+    return {{"transformer.layer.0.ff.layer_1.weight", linear_->weight},
+            {"transformer.layer.0.ff.layer_1.bias", linear_->bias}};
+  }
+  NamedTensors StateDict() override { return Parameters(); }
+  std::string ModelConfigJson() override {
+    XLNetConfig c;
+    c.vocab_size = 16;
+    c.d_model = 8;
+    c.n_head = 2;
+    c.d_head = 4;
+    c.n_layer = 1;
+    return ModelConfigToJson(c);
+  }
+  void SetTraining(bool training) {
+    linear_->train(training);
+    dropout_->train(training);
+  }
+  StepOutput TrainStep() override {
+    // Example i of the stream is a pure function of i.
+    // With several ranks, this rank takes its slice of each global batch.
+    std::vector<torch::Tensor> xs;
+    for (int64_t i = 0; i < micro_batch_; ++i) {
+      at::Generator gen = at::detail::createCPUGenerator(
+          1000 + position_ * world_ + rank_ * micro_batch_ + i);
+      xs.push_back(at::randn({6}, gen));
+    }
+    position_ += micro_batch_;
+    if (stop_at_position_ > 0 && position_ == stop_at_position_) RequestStop();
+    torch::Tensor x = torch::stack(xs);
+    torch::Tensor y = torch::matmul(x, w_true_.t());
+    torch::Tensor pred = dropout_(linear_(x));
+    if (overflow_at_positions_.count(position_)) {
+      // A finite loss whose gradient overflows, as an fp16 backward can.
+      pred.register_hook([](torch::Tensor g) {
+        return g * std::numeric_limits<float>::infinity();
+      });
+    }
+    StepOutput out;
+    out.loss = (pred - y).pow(2).mean() * loss_scale_;
+    out.tokens = micro_batch_;
+    return out;
+  }
+  std::map<std::string, double> Evaluate() override {
+    return {{"loss", linear_->weight.sub(w_true_).pow(2).sum().item<double>()}};
+  }
+  absl::Status SaveUnitState(
+      int rank, std::map<std::string, NamedTensors>* files) override {
+    (*files)["data.rank" + std::to_string(rank) + ".safetensors"] = {
+        {"position", torch::tensor(position_)}};
+    return absl::OkStatus();
+  }
+  absl::Status LoadUnitState(const std::string& dir, int rank) override {
+    auto file = SafetensorsFile::Open(dir + "/data.rank" +
+                                      std::to_string(rank) + ".safetensors");
+    if (!file.ok()) return file.status();
+    position_ = file->Load("position")->item<int64_t>();
+    return absl::OkStatus();
+  }
+
+  torch::nn::Linear linear_{nullptr};
+  torch::nn::Dropout dropout_{nullptr};
+  torch::Tensor w_true_;
+  int64_t micro_batch_;
+  int64_t position_ = 0;
+  double loss_scale_ = 1.0;
+  // Data positions (after the micro-batch) whose gradients become inf.
+  std::set<int64_t> overflow_at_positions_;
+  int64_t stop_at_position_ = 0;
+  int rank_ = 0;
+  int world_ = 1;
+};
+
+TrainerOptions Options(const std::string& run_dir, int64_t steps) {
+  TrainerOptions o;
+  o.run_dir = run_dir;
+  o.config_yaml = "train:\n  lr: 0.05\n";
+  o.progress = false;
+  o.train.max_steps = steps;
+  o.train.lr = 0.05;
+  o.train.warmup_steps = 2;
+  o.train.save_steps = 4;
+  o.train.log_steps = 1;
+  o.train.eval_steps = 5;
+  o.train.keep_checkpoints = 0;
+  o.train.weight_decay = 0.01;
+  return o;
+}
+
+std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::vector<double> Losses(const std::vector<nlohmann::json>& metrics) {
+  std::vector<double> out;
+  for (const auto& m : metrics) {
+    if (m.contains("loss")) out.push_back(m["loss"].get<double>());
+  }
+  return out;
+}
+
+TEST(TrainerTest, LossFallsAndFilesAppear) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  Trainer trainer(Options(tmp.path(), 20), &unit, nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 20);
+  const auto metrics = ReadMetrics(tmp.path());
+  const std::vector<double> losses = Losses(metrics);
+  ASSERT_EQ(losses.size(), 20u);
+  EXPECT_LT(losses.back(), 0.5 * losses.front());
+  EXPECT_TRUE(metrics[0].contains("lr") && metrics[0].contains("grad_norm") &&
+              metrics[0].contains("tokens_per_sec"));
+  int evals = 0;
+  for (const auto& m : metrics) evals += m.contains("eval_loss");
+  EXPECT_EQ(evals, 4);
+  EXPECT_TRUE(PathExists(tmp.Join("config.yaml")));
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_20")).ok());
+  EXPECT_TRUE(
+      PathExists(tmp.Join("checkpoints/step_20/optimizer.safetensors")));
+  EXPECT_TRUE(
+      PathExists(tmp.Join("checkpoints/step_20/data.rank0.safetensors")));
+}
+
+TEST(TrainerTest, KeepsTheBestEvaluationAndExtraFiles) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 13);
+  options.best_metric = "loss";
+  options.best_lower_is_better = true;
+  options.extra_files["spiece.model"] = std::string("\0bytes\xff", 7);
+  Trainer trainer(options, &unit, nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  // Evaluations at steps 5, 10 and (the end) 13; the weight error falls, so
+  // the last one is the best and RUN/best holds the final weights.
+  std::vector<double> evals;
+  for (const auto& m : ReadMetrics(tmp.path())) {
+    if (m.contains("eval_loss")) evals.push_back(m["eval_loss"]);
+  }
+  ASSERT_EQ(evals.size(), 3u);
+  const double best = *std::min_element(evals.begin(), evals.end());
+  EXPECT_EQ(result->best_dir, tmp.Join("best"));
+  EXPECT_DOUBLE_EQ(result->best_value, best);
+  auto state = nlohmann::json::parse(*ReadFile(tmp.Join("best/best.json")));
+  EXPECT_EQ(state["metric"], "loss");
+  EXPECT_DOUBLE_EQ(state["value"].get<double>(), best);
+  auto dir = ReadModelDir(tmp.Join("best"));
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto w = dir->Tensor("transformer.layer.0.ff.layer_1.weight");
+  ASSERT_TRUE(w.ok());
+  if (state["step"] == 13) EXPECT_TRUE(torch::equal(*w, unit.linear_->weight));
+  EXPECT_EQ(*ReadFile(tmp.Join("best/spiece.model")),
+            std::string("\0bytes\xff", 7));
+  EXPECT_EQ(*ReadFile(tmp.Join("checkpoints/step_13/spiece.model")),
+            std::string("\0bytes\xff", 7));
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_13")).ok());
+
+  // An unknown metric is an error that names the metrics there are.
+  testing::TempDir tmp2;
+  RegressionUnit unit2(8);
+  options = Options(tmp2.path(), 5);
+  options.best_metric = "accuracy";
+  auto bad = Trainer(options, &unit2, nullptr).Run();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'accuracy'"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("loss"), std::string::npos);
+}
+
+TEST(TrainerTest, ResumeReproducesUninterruptedRun) {
+  testing::TempDir full_dir, part_dir;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 12), &full, nullptr).Run().ok());
+  const std::vector<double> expected = Losses(ReadMetrics(full_dir.path()));
+
+  // Interrupted at step 6 (a stop request, as SIGTERM sends): the run saved
+  // step_4 (save_steps) and step_6 (on stop).
+  {
+    RegressionUnit first(8);
+    first.stop_at_position_ = 6 * 8;
+    auto stopped = Trainer(Options(part_dir.path(), 12), &first, nullptr).Run();
+    ClearStopRequest();
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    ASSERT_TRUE(stopped->interrupted);
+    ASSERT_EQ(stopped->steps, 6);
+  }
+  RegressionUnit resumed(8);
+  resumed.linear_->weight.data().fill_(123.0);  // must be overwritten
+  TrainerOptions options = Options(part_dir.path(), 12);
+  options.resume = "latest";
+  ASSERT_TRUE(Trainer(options, &resumed, nullptr).Run().ok());
+  const std::vector<double> got = Losses(ReadMetrics(part_dir.path()));
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+  EXPECT_TRUE(torch::equal(resumed.linear_->weight, full.linear_->weight));
+}
+
+TEST(TrainerTest, ResumeAfterCrashDropsRepeatedMetrics) {
+  testing::TempDir full_dir, crash_dir;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 12), &full, nullptr).Run().ok());
+  const std::vector<double> expected = Losses(ReadMetrics(full_dir.path()));
+  // A run that "died" after step 10: its newest checkpoints are gone but its
+  // metrics reach step 10 (and end in a torn line).
+  {
+    RegressionUnit first(8);
+    first.stop_at_position_ = 10 * 8;
+    ASSERT_TRUE(
+        Trainer(Options(crash_dir.path(), 12), &first, nullptr).Run().ok());
+    ClearStopRequest();
+    ASSERT_TRUE(RemoveAll(crash_dir.Join("checkpoints/step_10")).ok());
+    ASSERT_TRUE(RemoveAll(crash_dir.Join("checkpoints/step_8")).ok());
+    std::ofstream(crash_dir.Join("metrics.jsonl"), std::ios::app)
+        << "{\"step\": 11, \"lo";
+  }
+  RegressionUnit resumed(8);
+  TrainerOptions options = Options(crash_dir.path(), 12);
+  options.resume = "latest";
+  ASSERT_TRUE(Trainer(options, &resumed, nullptr).Run().ok());
+  const std::vector<double> got = Losses(ReadMetrics(crash_dir.path()));
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+}
+
+TEST(TrainerTest, AccumulationEqualsLargerBatch) {
+  // Dropout off: one [8] batch and two [4] halves then see the same function.
+  testing::TempDir a, b;
+  RegressionUnit big(8), small(4);
+  big.dropout_ = torch::nn::Dropout(0.0);
+  small.dropout_ = torch::nn::Dropout(0.0);
+  ASSERT_TRUE(Trainer(Options(a.path(), 5), &big, nullptr).Run().ok());
+  TrainerOptions accumulated = Options(b.path(), 5);
+  accumulated.train.grad_accum_steps = 2;
+  accumulated.train.batch_size = 16;
+  ASSERT_TRUE(Trainer(accumulated, &small, nullptr).Run().ok());
+  EXPECT_TRUE(
+      torch::allclose(big.linear_->weight, small.linear_->weight, 1e-5, 1e-6));
+  EXPECT_TRUE(
+      torch::allclose(big.linear_->bias, small.linear_->bias, 1e-5, 1e-6));
+}
+
+TEST(TrainerTest, StopRequestSavesAndEndsCleanly) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 100);
+  options.train.save_steps = 0;
+  RequestStop();
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ClearStopRequest();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->interrupted);
+  EXPECT_EQ(result->steps, 1);
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_1")).ok());
+}
+
+TEST(TrainerTest, NonFiniteStepsAreSkippedThenStop) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  unit.loss_scale_ = std::numeric_limits<double>::quiet_NaN();
+  TrainerOptions options = Options(tmp.path(), 100);
+  options.train.max_bad_steps = 3;
+  const torch::Tensor before = unit.linear_->weight.clone();
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("3 non-finite steps in a row"),
+            std::string::npos)
+      << result.status();
+  EXPECT_TRUE(torch::equal(unit.linear_->weight, before));  // never updated
+  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_3")).ok());
+}
+
+// Dynamic loss scaling in fp32 on the CPU: gradient overflows at steps 3 and
+// 4 are skipped without counting as bad steps (max_bad_steps 1 would stop
+// the run otherwise), the scale backs off and grows on the GradScaler rule,
+// the unscaled updates equal an unscaled run's, and resuming restores the
+// scale.
+TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
+  LossScalerOptions scaling;
+  scaling.init_scale = 1024;
+  scaling.growth_interval = 3;
+  auto make_unit = []() {
+    auto unit = std::make_unique<RegressionUnit>(8);
+    unit->overflow_at_positions_ = {24, 32};  // steps 3 and 4
+    return unit;
+  };
+  testing::TempDir scaled_dir, plain_dir, resumed_dir;
+  auto scaled = make_unit();
+  TrainerOptions options = Options(scaled_dir.path(), 10);
+  options.train.max_bad_steps = 1;
+  options.loss_scaling = scaling;
+  auto result = Trainer(options, scaled.get(), nullptr).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->skipped_steps, 2);
+  std::vector<double> scales;
+  for (const auto& m : ReadMetrics(scaled_dir.path())) {
+    if (m.contains("loss_scale")) scales.push_back(m["loss_scale"]);
+  }
+  EXPECT_EQ(scales, (std::vector<double>{1024, 1024, 512, 256, 256, 256, 512,
+                                         512, 512, 1024}));
+
+  // Without scaling the same two steps are non-finite and skipped (as bad
+  // steps, so allow them): the applied updates must be the same.
+  auto plain = make_unit();
+  TrainerOptions plain_options = Options(plain_dir.path(), 10);
+  plain_options.train.max_bad_steps = 3;
+  ASSERT_TRUE(Trainer(plain_options, plain.get(), nullptr).Run().ok());
+  EXPECT_LT((scaled->linear_->weight - plain->linear_->weight)
+                .abs()
+                .max()
+                .item<double>(),
+            1e-6);
+
+  // The step-4 checkpoint holds scale 256 with 0 finite steps counted.
+  auto state =
+      ReadStateJson(scaled_dir.Join("checkpoints/step_4/trainer_state.json"),
+                    "trainer_state", 1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ((*state)["loss_scale"].get<double>(), 256);
+  EXPECT_EQ((*state)["loss_scale_growth_tracker"].get<int64_t>(), 0);
+  auto resumed = make_unit();
+  TrainerOptions resume_options = Options(resumed_dir.path(), 10);
+  resume_options.train.max_bad_steps = 1;
+  resume_options.loss_scaling = scaling;
+  resume_options.resume = scaled_dir.Join("checkpoints/step_4");
+  ASSERT_TRUE(Trainer(resume_options, resumed.get(), nullptr).Run().ok());
+  std::vector<double> resumed_scales;
+  for (const auto& m : ReadMetrics(resumed_dir.path())) {
+    if (m.contains("loss_scale")) resumed_scales.push_back(m["loss_scale"]);
+  }
+  EXPECT_EQ(resumed_scales,
+            std::vector<double>(scales.begin() + 4, scales.end()));
+  EXPECT_TRUE(torch::equal(resumed->linear_->weight, scaled->linear_->weight));
+}
+
+// The same global batch of 8 split over 2 Gloo ranks (as threads) ends with
+// the parameters of one rank seeing all 8.
+TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir single_dir;
+  RegressionUnit single(8);
+  single.dropout_ = torch::nn::Dropout(0.0);
+  ASSERT_TRUE(
+      Trainer(Options(single_dir.path(), 6), &single, nullptr).Run().ok());
+
+  testing::TempDir multi_dir;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::unique_ptr<RegressionUnit>> units;
+  for (int rank = 0; rank < 2; ++rank) {
+    units.push_back(std::make_unique<RegressionUnit>(4));
+    units.back()->dropout_ = torch::nn::Dropout(0.0);
+    units.back()->rank_ = rank;
+    units.back()->world_ = 2;
+  }
+  // Rank 1 starts from different weights: the broadcast from rank 0 fixes it.
+  units[1]->linear_->weight.data().fill_(0.5);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank]() {
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU,
+                                           std::chrono::milliseconds(30000));
+      if (!group.ok()) {
+        errors[rank] = std::string(group.status().message());
+        return;
+      }
+      auto result =
+          Trainer(Options(multi_dir.path(), 6), units[rank].get(), group->get())
+              .Run();
+      if (!result.ok()) errors[rank] = std::string(result.status().message());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(torch::allclose(units[rank]->linear_->weight,
+                                single.linear_->weight, 0, 1e-6))
+        << "rank " << rank << " max diff "
+        << (units[rank]->linear_->weight - single.linear_->weight).abs().max();
+  }
+  // Both ranks' data positions are in the checkpoint.
+  EXPECT_TRUE(
+      PathExists(multi_dir.Join("checkpoints/step_6/data.rank0.safetensors")));
+  EXPECT_TRUE(
+      PathExists(multi_dir.Join("checkpoints/step_6/data.rank1.safetensors")));
+  EXPECT_TRUE(
+      PathExists(multi_dir.Join("checkpoints/step_6/rng.rank1.safetensors")));
+  EXPECT_TRUE(VerifyChecksums(multi_dir.Join("checkpoints/step_6")).ok());
+}
+
+}  // namespace
+}  // namespace xlnet

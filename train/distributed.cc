@@ -1,0 +1,335 @@
+#include "train/distributed.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#if defined(XLNET_WITH_GLOO)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(USE_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+#include <functional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace xlnet {
+namespace {
+
+absl::Status ReadIntEnv(const char* name, int* out, bool* present) {
+  const char* value = std::getenv(name);
+  *present = value != nullptr && *value != '\0';
+  if (!*present) return absl::OkStatus();
+  if (!absl::SimpleAtoi(value, out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment variable ", name, "='", value, "' is not an integer"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DistEnv> DistEnvFromEnvironment() {
+  DistEnv env;
+  bool has_world = false, has_rank = false, has_local = false, has_port = false;
+  XLNET_RETURN_IF_ERROR(ReadIntEnv("WORLD_SIZE", &env.world_size, &has_world));
+  XLNET_RETURN_IF_ERROR(ReadIntEnv("RANK", &env.rank, &has_rank));
+  XLNET_RETURN_IF_ERROR(ReadIntEnv("LOCAL_RANK", &env.local_rank, &has_local));
+  XLNET_RETURN_IF_ERROR(ReadIntEnv("MASTER_PORT", &env.master_port, &has_port));
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) {
+    env.master_addr = addr;
+  }
+  if (!has_world) {
+    if (has_rank && env.rank != 0) {
+      return absl::InvalidArgumentError(
+          "RANK is set but WORLD_SIZE is not (set both, as torchrun does)");
+    }
+    return DistEnv{};
+  }
+  if (env.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WORLD_SIZE=", env.world_size, " must be >= 1"));
+  }
+  if (env.world_size > 1 && !has_rank) {
+    return absl::InvalidArgumentError("WORLD_SIZE > 1 but RANK is not set");
+  }
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RANK=", env.rank, " is outside [0, WORLD_SIZE=", env.world_size, ")"));
+  }
+  if (!has_local) env.local_rank = env.rank;
+  if (env.world_size > 1 && !has_port) {
+    return absl::InvalidArgumentError(
+        "WORLD_SIZE > 1 but MASTER_PORT is not set");
+  }
+  if (env.master_port <= 0 || env.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MASTER_PORT=", env.master_port, " is not a port"));
+  }
+  return env;
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Init(
+    const DistEnv& env, const torch::Device& device,
+    std::chrono::milliseconds timeout) {
+  c10::intrusive_ptr<c10d::Store> store;
+  XLNET_RETURN_IF_ERROR(CatchExceptions(
+      absl::StrCat("rendezvous at ", env.master_addr, ":", env.master_port),
+      [&]() -> absl::Status {
+        c10d::TCPStoreOptions options;
+        options.port = static_cast<uint16_t>(env.master_port);
+        options.isServer = env.rank == 0;
+        options.numWorkers = env.world_size;
+        options.waitWorkers = true;
+        options.timeout = timeout;
+        store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+        return absl::OkStatus();
+      }));
+  return FromStore(store, env.rank, env.world_size, device, timeout);
+}
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
+    c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+    const torch::Device& device, std::chrono::milliseconds timeout) {
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup());
+  group->store_ = store;
+  group->rank_ = rank;
+  group->world_size_ = world_size;
+  group->device_ = device.is_cuda() ? device : torch::Device(torch::kCPU);
+  XLNET_RETURN_IF_ERROR(CatchExceptions(
+      absl::StrCat("creating the process group (rank ", rank, " of ",
+                   world_size, ")"),
+      [&]() -> absl::Status {
+        if (device.is_cuda()) {
+#if defined(USE_C10D_NCCL)
+          auto options = c10d::ProcessGroupNCCL::Options::create();
+          options->timeout = timeout;
+          group->pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+              store, rank, world_size, options);
+          group->backend_ = "nccl";
+          return absl::OkStatus();
+#else
+          return absl::FailedPreconditionError(
+              "device cuda needs a LibTorch built with NCCL (USE_C10D_NCCL)");
+#endif
+        }
+#if defined(XLNET_WITH_GLOO)
+        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+        options->devices.push_back(
+            c10d::ProcessGroupGloo::createDefaultDevice());
+        group->pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+            store, rank, world_size, options);
+        group->backend_ = "gloo";
+        return absl::OkStatus();
+#else
+        return absl::FailedPreconditionError(
+            "CPU data parallel needs Gloo, and this build found no gloo "
+            "headers in its LibTorch (see CMakeLists.txt); run one process "
+            "or build against a LibTorch that ships them");
+#endif
+      }));
+  return group;
+}
+
+namespace {
+
+// Runs `collective` on copies of `tensors` placed on `device` where they live
+// elsewhere (NCCL takes CUDA tensors only; the trainer's control messages --
+// config hashes, step totals, barriers -- are host tensors), then copies the
+// results back.
+template <typename Collective>
+void OnDevice(std::vector<torch::Tensor>& tensors, const torch::Device& device,
+              Collective&& collective) {
+  std::vector<torch::Tensor> staged;
+  bool moved = false;
+  for (const torch::Tensor& t : tensors) {
+    moved = moved || t.device() != device;
+    staged.push_back(t.device() == device ? t : t.to(device));
+  }
+  if (!moved) {
+    collective(tensors);
+    return;
+  }
+  collective(staged);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].device() != device) tensors[i].copy_(staged[i]);
+  }
+}
+
+}  // namespace
+
+void ProcessGroup::AllReduceSum(std::vector<torch::Tensor>& tensors) {
+  OnDevice(tensors, device_, [this](std::vector<torch::Tensor>& t) {
+    AllReduceSumAsync(t)->wait();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroup::AllReduceSumAsync(
+    std::vector<torch::Tensor>& tensors) {
+  for (const torch::Tensor& t : tensors) {
+    TORCH_CHECK(t.device() == device_,
+                "asynchronous all-reduce of a tensor on ", t.device(),
+                " in a process group on ", device_);
+  }
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  return pg_->allreduce(tensors, options);
+}
+
+void ProcessGroup::Broadcast(std::vector<torch::Tensor>& tensors, int root) {
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  OnDevice(tensors, device_, [&](std::vector<torch::Tensor>& t) {
+    pg_->broadcast(t, options)->wait();
+  });
+}
+
+void ProcessGroup::Barrier() {
+  // An all-reduce of one element doubles as a barrier on every backend.
+  std::vector<torch::Tensor> one = {torch::ones({1})};
+  AllReduceSum(one);
+}
+
+absl::Status ProcessGroup::CheckSameOnAllRanks(const std::string& what,
+                                               const std::string& value) {
+  // Each rank contributes its hash in its own slot; a sum gathers them all.
+  const uint64_t hash = std::hash<std::string>{}(value);
+  torch::Tensor slots = torch::zeros({world_size_}, torch::kInt64);
+  slots[rank_] = static_cast<int64_t>(hash & 0x7fffffffffffffffull);
+  std::vector<torch::Tensor> tensors = {slots};
+  return CatchExceptions("checking " + what + " across ranks", [&]() {
+    AllReduceSum(tensors);
+    for (int r = 0; r < world_size_; ++r) {
+      if (tensors[0][r].item<int64_t>() != tensors[0][0].item<int64_t>()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", r, " runs with a different ", what, " than rank 0"));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+GradientReducer::GradientReducer(ProcessGroup* group, NamedTensors params,
+                                 int64_t bucket_bytes)
+    : group_(group), params_(std::move(params)) {
+  bucket_of_.resize(params_.size());
+  // Gradients arrive roughly in reverse registration order: bucket from the
+  // end so early buckets fill first.
+  for (size_t k = params_.size(); k-- > 0;) {
+    const torch::Tensor& p = params_[k].second;
+    if (!p.requires_grad()) continue;
+    const int64_t bytes = p.numel() * p.element_size();
+    if (buckets_.empty() ||
+        (!buckets_.back().params.empty() &&
+         buckets_.back().numel * p.element_size() + bytes > bucket_bytes) ||
+        buckets_.back().flat.scalar_type() != p.scalar_type()) {
+      buckets_.push_back(Bucket{});
+      // A placeholder carrying dtype and device; sized below.
+      buckets_.back().flat = torch::empty({0}, p.options());
+    }
+    Bucket& b = buckets_.back();
+    b.params.push_back(k);
+    b.numel += p.numel();
+    bucket_of_[k] = buckets_.size() - 1;
+  }
+  for (Bucket& b : buckets_) b.flat = torch::empty({b.numel}, b.flat.options());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const torch::Tensor& p = params_[k].second;
+    if (!p.requires_grad()) continue;
+    auto accumulator = torch::autograd::impl::grad_accumulator(p);
+    hook_keys_.push_back(accumulator->add_post_hook(
+        std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, k](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
+              OnGradReady(k);
+              return outputs;
+            })));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) {
+    accumulators_[i]->del_post_hook(hook_keys_[i]);
+  }
+}
+
+void GradientReducer::Prepare(bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sync_ = sync;
+  next_launch_ = 0;
+  for (Bucket& b : buckets_) {
+    b.pending = static_cast<int>(b.params.size());
+    b.launched = false;
+    b.work.reset();
+  }
+}
+
+void GradientReducer::OnGradReady(size_t k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!sync_) return;
+  Bucket& b = buckets_[bucket_of_[k]];
+  if (--b.pending == 0) LaunchReadyInOrder();
+}
+
+void GradientReducer::LaunchReadyInOrder() {
+  // Collectives must be issued in the same order on every rank.
+  while (next_launch_ < buckets_.size() &&
+         buckets_[next_launch_].pending <= 0) {
+    Launch(next_launch_++);
+  }
+}
+
+void GradientReducer::Launch(size_t index) {
+  Bucket& b = buckets_[index];
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (size_t k : b.params) {
+    const torch::Tensor& p = params_[k].second;
+    torch::Tensor view = b.flat.narrow(0, offset, p.numel());
+    if (p.grad().defined()) {
+      view.copy_(p.grad().reshape({-1}));
+    } else {
+      view.zero_();
+    }
+    offset += p.numel();
+  }
+  std::vector<torch::Tensor> tensors = {b.flat};
+  b.work = group_->AllReduceSumAsync(tensors);
+  b.launched = true;
+}
+
+void GradientReducer::Finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!sync_) return;
+    for (Bucket& b : buckets_)
+      b.pending = 0;  // unused parameters count as zero
+    LaunchReadyInOrder();
+  }
+  torch::NoGradGuard no_grad;
+  const double scale = 1.0 / group_->world_size();
+  for (Bucket& b : buckets_) {
+    b.work->wait();
+    b.flat.mul_(scale);
+    int64_t offset = 0;
+    for (size_t k : b.params) {
+      torch::Tensor& p = params_[k].second;
+      torch::Tensor averaged =
+          b.flat.narrow(0, offset, p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(averaged);
+      } else {
+        p.mutable_grad() = averaged.clone();
+      }
+      offset += p.numel();
+    }
+  }
+  sync_ = false;
+}
+
+}  // namespace xlnet

@@ -1,0 +1,134 @@
+// Data parallel over c10d, the engine under torch.distributed: Gloo for CPU
+// tensors, NCCL for CUDA tensors (when LibTorch was built with it).
+//
+// Rendezvous reads the variables torchrun and SLURM wrappers set: RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. Every collective has a
+// timeout, so a dead or stuck rank ends the others with an error instead of
+// a hang.
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "train/optimizer.h"
+
+namespace xlnet {
+
+// The class c10d's Gloo/NCCL implementations derive from: ProcessGroup in
+// LibTorch 1.x, Backend in 2.x (same collective signatures).
+#if TORCH_VERSION_MAJOR >= 2
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
+
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
+// Reads the torchrun variables; without WORLD_SIZE the run is one process.
+// Partial or inconsistent settings are errors naming the variable.
+absl::StatusOr<DistEnv> DistEnvFromEnvironment();
+
+class ProcessGroup {
+ public:
+  // Connects to the rendezvous (rank 0 hosts a TCPStore at
+  // MASTER_ADDR:MASTER_PORT) and creates the backend for `device`.
+  static absl::StatusOr<std::unique_ptr<ProcessGroup>> Init(
+      const DistEnv& env, const torch::Device& device,
+      std::chrono::milliseconds timeout);
+  // Over an existing store (tests run ranks as threads over a HashStore).
+  static absl::StatusOr<std::unique_ptr<ProcessGroup>> FromStore(
+      c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
+      const torch::Device& device, std::chrono::milliseconds timeout);
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const std::string& backend() const { return backend_; }
+  // Where the collectives run: cuda:N for NCCL, cpu for Gloo.
+  const torch::Device& device() const { return device_; }
+
+  // Collectives; they throw (c10::Error / std::runtime_error) on failure or
+  // timeout, which the trainer turns into a status at its boundary. The
+  // blocking ones take tensors on any device (host tensors go through the
+  // group's device: NCCL reduces CUDA tensors only); the asynchronous
+  // all-reduce needs them on device().
+  void AllReduceSum(std::vector<torch::Tensor>& tensors);
+  c10::intrusive_ptr<c10d::Work> AllReduceSumAsync(
+      std::vector<torch::Tensor>& tensors);
+  void Broadcast(std::vector<torch::Tensor>& tensors, int root);
+  void Barrier();
+  // Errors unless every rank passes the same `value` (e.g. the resolved
+  // config), naming `what` and the first rank that differs.
+  absl::Status CheckSameOnAllRanks(const std::string& what,
+                                   const std::string& value);
+
+ private:
+  ProcessGroup() = default;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<C10dBackend> pg_;
+  std::string backend_;
+  torch::Device device_ = torch::kCPU;
+  int rank_ = 0;
+  int world_size_ = 1;
+};
+
+// Averages gradients over ranks in buckets, launched from autograd hooks as
+// backward produces them (overlapping communication with the rest of
+// backward), in the same bucket order on every rank. On accumulation
+// micro-steps call Prepare(false): no communication at all.
+//
+//   reducer.Prepare(/*sync=*/last_micro_step);
+//   loss.backward();
+//   reducer.Finish();   // grads now hold the mean over ranks
+class GradientReducer {
+ public:
+  GradientReducer(ProcessGroup* group, NamedTensors params,
+                  int64_t bucket_bytes = 25 << 20);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  void Prepare(bool sync);
+  // Launches what is left (parameters that got no gradient count as zero),
+  // waits for every bucket and writes the averaged gradients back.
+  void Finish();
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    int64_t numel = 0;
+    int pending = 0;
+    bool launched = false;
+    torch::Tensor flat;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  void OnGradReady(size_t param_index);
+  void Launch(size_t bucket_index);
+  void LaunchReadyInOrder();
+
+  ProcessGroup* group_;
+  NamedTensors params_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+  std::mutex mu_;
+  bool sync_ = false;
+  size_t next_launch_ = 0;
+};
+
+}  // namespace xlnet

@@ -1,0 +1,68 @@
+// What every training command (xlnet-pretrain, xlnet-finetune, xlnet-bench)
+// does before building its unit: start local ranks for --nproc_per_node
+// (the parent then only waits), read the torchrun-style environment, size
+// the CPU thread pool, pick the device (cuda -> cuda:LOCAL_RANK) and join
+// the process group.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/flags.h"
+#include "config/config.h"
+#include "train/distributed.h"
+
+namespace xlnet {
+
+// How a training command starts its ranks (--nproc_per_node).
+struct LaunchOptions {
+  // Local ranks to start when WORLD_SIZE is not set (1 = run in this
+  // process).
+  int64_t nproc_per_node = 1;
+  // Rendezvous port of those ranks (0 = a free port).
+  int64_t master_port = 0;
+  // The arguments each local rank runs this program with: the command line
+  // without the launch flags (RankArgs).
+  std::vector<std::string> rank_args;
+};
+
+// Registers --nproc_per_node and --master_port on a tool's flags.
+void AddLaunchFlags(FlagParser& flags, LaunchOptions* options);
+
+// argv[1..] without --nproc_per_node, --master_port and the flags named in
+// `drop` (each with its value, as `--flag value` or `--flag=value`).
+std::vector<std::string> RankArgs(int argc, const char* const* argv,
+                                  const std::vector<std::string>& drop = {});
+
+// With nproc_per_node > 1 and no WORLD_SIZE in the environment, starts the
+// local ranks of this program and waits for them: returns true, and the
+// caller is done. Otherwise returns false and the caller runs as one rank.
+absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options);
+
+// What one process (a rank) sets up before building its unit.
+struct RankSetup {
+  DistEnv env;
+  torch::Device device = torch::kCPU;
+  int threads = 1;                      // intra-op threads in use
+  std::unique_ptr<ProcessGroup> group;  // null with one process
+  // train.device as configured, before "cuda" became cuda:LOCAL_RANK.
+  std::string configured_device = "cpu";
+};
+
+// Reads the torchrun environment, sets the intra-op threads (train.threads;
+// 0 = the cores shared between the local ranks), resolves train.device
+// ("cuda" becomes cuda:LOCAL_RANK, written back into `config`), joins the
+// process group when WORLD_SIZE > 1, installs the SIGTERM/SIGINT handlers
+// and logs the runtime (rank 0).
+absl::StatusOr<RankSetup> SetUpRank(Config* config);
+
+// The run's config as YAML, the same on every rank: `config` (as SetUpRank
+// left it) with train.device as configured ("cuda", not this rank's
+// cuda:N). What the trainer saves and checks across ranks.
+std::string RunConfigYaml(Config config, const RankSetup& setup);
+
+}  // namespace xlnet

@@ -1,0 +1,490 @@
+#include "train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace xlnet {
+namespace {
+
+constexpr int kTrainerStateVersion = 1;
+constexpr char kTrainerStateFile[] = "trainer_state.json";
+constexpr char kOptimizerFile[] = "optimizer.safetensors";
+
+std::atomic<bool> g_stop_requested{false};
+
+void OnStopSignal(int) { g_stop_requested = true; }
+
+std::string RngFile(int rank) {
+  return absl::StrCat("rng.rank", rank, ".safetensors");
+}
+
+torch::Tensor CpuRngState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void SetCpuRngState(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(seconds);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+}  // namespace
+
+void InstallStopSignalHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+void RequestStop() { g_stop_requested = true; }
+void ClearStopRequest() { g_stop_requested = false; }
+
+Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
+    : options_(std::move(options)),
+      unit_(unit),
+      group_(group),
+      checkpoints_(options_.run_dir, options_.train.keep_checkpoints) {
+  params_ = unit_->Parameters();
+  optimizer_ = std::make_unique<AdamW>(params_, options_.train);
+  if (options_.loss_scaling || options_.train.dtype == "fp16") {
+    scaler_.emplace(options_.loss_scaling.value_or(LossScalerOptions()));
+  }
+  if (group_ != nullptr && group_->world_size() > 1) {
+    reducer_ = std::make_unique<GradientReducer>(group_, params_);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+int Trainer::rank() const { return group_ ? group_->rank() : 0; }
+int Trainer::world_size() const { return group_ ? group_->world_size() : 1; }
+
+absl::Status Trainer::AppendMetrics(const std::string& line) {
+  if (rank() != 0) return absl::OkStatus();
+  const std::string path = options_.run_dir + "/metrics.jsonl";
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  out.flush();
+  if (!out) return absl::InternalError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
+  // A run that died after its last checkpoint logged steps that the resumed
+  // run repeats; drop them so metrics.jsonl has each step once.
+  const std::string path = options_.run_dir + "/metrics.jsonl";
+  if (rank() != 0 || !PathExists(path)) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  std::istringstream in(text);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("step") && j["step"].get<int64_t>() > step) continue;
+    } catch (const std::exception&) {
+      continue;  // a torn last line from a crash
+    }
+    kept += line + "\n";
+  }
+  return WriteFileAtomic(path, kept);
+}
+
+absl::Status Trainer::Save(int64_t step) {
+  std::map<std::string, NamedTensors> files;
+  XLNET_RETURN_IF_ERROR(unit_->SaveUnitState(rank(), &files));
+  files[RngFile(rank())] = {{"cpu", CpuRngState()}};
+  const std::string staging =
+      absl::StrCat(checkpoints_.checkpoints_dir(), "/.staging_step_", step);
+  if (rank() != 0) {
+    // Other ranks hand their state to rank 0 through the run directory
+    // (a filesystem shared by all ranks, as for any multi-node checkpoint).
+    XLNET_RETURN_IF_ERROR(MakeDirs(staging));
+    for (const auto& [name, tensors] : files) {
+      XLNET_RETURN_IF_ERROR(WriteSafetensors(staging + "/" + name, tensors));
+    }
+  }
+  if (group_ && world_size() > 1) group_->Barrier();
+  if (rank() == 0) {
+    CheckpointContents contents;
+    contents.model = unit_->StateDict();
+    contents.tensor_files = std::move(files);
+    contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
+    contents.text_files = options_.extra_files;
+    contents.text_files["config.yaml"] = options_.config_yaml;
+    nlohmann::json state = {{"step", step},
+                            {"skipped_steps", skipped_},
+                            {"world_size", world_size()}};
+    if (scaler_) {
+      state["loss_scale"] = scaler_->scale();
+      state["loss_scale_growth_tracker"] = scaler_->growth_tracker();
+    }
+    contents.text_files[kTrainerStateFile] =
+        StateJsonText("trainer_state", kTrainerStateVersion, state);
+    contents.moved_files_dir = staging;
+    XLNET_RETURN_IF_ERROR(
+        checkpoints_.Save(step, unit_->ModelConfigJson(), contents));
+    XLNET_RETURN_IF_ERROR(RemoveAll(staging));
+    XLOG(INFO) << "saved checkpoint " << checkpoints_.StepDir(step);
+  }
+  if (group_ && world_size() > 1) group_->Barrier();
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Restore(const std::string& dir) {
+  XLNET_RETURN_IF_ERROR(VerifyChecksums(dir));
+  XLNET_ASSIGN_OR_RETURN(nlohmann::json state,
+                         ReadStateJson(dir + "/" + kTrainerStateFile,
+                                       "trainer_state", kTrainerStateVersion));
+  XLNET_RETURN_IF_ERROR(CopyWeightsFromDir(dir, unit_->StateDict()));
+  XLNET_ASSIGN_OR_RETURN(SafetensorsFile optimizer,
+                         SafetensorsFile::Open(dir + "/" + kOptimizerFile));
+  XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
+  step_ = state["step"].get<int64_t>();
+  skipped_ = state.value("skipped_steps", int64_t{0});
+  if (scaler_ && state.contains("loss_scale")) {
+    XLNET_RETURN_IF_ERROR(Annotate(
+        scaler_->Restore(state["loss_scale"].get<double>(),
+                         state.value("loss_scale_growth_tracker", int64_t{0})),
+        dir + "/" + kTrainerStateFile));
+  }
+  const std::string rng = dir + "/" + RngFile(rank());
+  if (PathExists(rng)) {
+    XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(rng));
+    XLNET_ASSIGN_OR_RETURN(torch::Tensor cpu, file.Load("cpu"));
+    SetCpuRngState(cpu);
+  } else {
+    XLOG(WARNING)
+        << dir << " has no RNG state for rank " << rank()
+        << " (different world size); dropout continues from a fresh stream";
+  }
+  XLNET_RETURN_IF_ERROR(unit_->LoadUnitState(dir, rank()));
+  XLOG(INFO) << "resumed from " << dir << " at step " << step_;
+  return TruncateMetricsAfter(step_);
+}
+
+absl::Status Trainer::EvaluateAndKeepBest() {
+  unit_->SetTraining(false);
+  std::map<std::string, double> eval;
+  XLNET_RETURN_IF_ERROR(
+      CatchExceptions(absl::StrCat("evaluation at step ", step_), [&]() {
+        torch::NoGradGuard no_grad;
+        eval = unit_->Evaluate();
+        return absl::OkStatus();
+      }));
+  unit_->SetTraining(true);
+  evaluated_step_ = step_;
+  if (eval.empty()) return absl::OkStatus();
+  nlohmann::json line = {{"step", step_}};
+  std::string text;
+  for (const auto& [k, v] : eval) {
+    line["eval_" + k] = v;
+    absl::StrAppend(&text, " eval_", k, " ", absl::StrFormat("%.4f", v));
+  }
+  XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+  if (rank() == 0) XLOG(INFO) << "step " << step_ << ":" << text;
+  if (options_.best_metric.empty()) return absl::OkStatus();
+  auto it = eval.find(options_.best_metric);
+  if (it == eval.end()) {
+    std::string keys;
+    for (const auto& [k, v] : eval) absl::StrAppend(&keys, " ", k);
+    return absl::InvalidArgumentError(
+        absl::StrCat("the best-checkpoint metric '", options_.best_metric,
+                     "' is not among the evaluation's metrics:", keys));
+  }
+  const double value = it->second;
+  const bool better =
+      std::isfinite(value) &&
+      (!best_value_ || (options_.best_lower_is_better ? value < *best_value_
+                                                      : value > *best_value_));
+  if (!better) return absl::OkStatus();
+  best_value_ = value;
+  if (rank() == 0) XLNET_RETURN_IF_ERROR(SaveBest(eval));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
+  const std::string dir = options_.run_dir + "/" + kBestDir;
+  nlohmann::json state = {{"step", step_},
+                          {"metric", options_.best_metric},
+                          {"value", *best_value_},
+                          {"lower_is_better", options_.best_lower_is_better}};
+  for (const auto& [k, v] : eval) state["eval"][k] = v;
+  XLNET_RETURN_IF_ERROR(WriteModelDir(
+      dir, unit_->ModelConfigJson(), unit_->StateDict(),
+      [&](const AtomicDirWriter& writer) -> absl::Status {
+        for (const auto& [name, bytes] : options_.extra_files) {
+          XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), bytes));
+        }
+        return WriteFileAtomic(writer.Path(kBestStateFile),
+                               state.dump(2) + "\n");
+      }));
+  XLOG(INFO) << "new best " << options_.best_metric << " "
+             << absl::StrFormat("%.4f", *best_value_) << " at step " << step_
+             << ": saved " << dir;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Prepare() {
+  XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
+  if (rank() == 0) {
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.yaml",
+                                          options_.config_yaml));
+  }
+  if (group_ && world_size() > 1) {
+    XLNET_RETURN_IF_ERROR(
+        group_->CheckSameOnAllRanks("config", options_.config_yaml));
+    // Every rank starts from rank 0's weights.
+    XLNET_RETURN_IF_ERROR(CatchExceptions("broadcasting parameters", [&]() {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, tensor] : unit_->StateDict()) {
+        std::vector<torch::Tensor> t = {tensor};
+        group_->Broadcast(t, 0);
+      }
+      return absl::OkStatus();
+    }));
+  }
+  if (!options_.best_metric.empty() && !options_.resume.empty()) {
+    // A resumed run competes with the best model the run already kept.
+    const std::string best =
+        absl::StrCat(options_.run_dir, "/", kBestDir, "/", kBestStateFile);
+    if (PathExists(best)) {
+      XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(best));
+      try {
+        auto j = nlohmann::json::parse(text);
+        if (j.at("metric").get<std::string>() == options_.best_metric) {
+          best_value_ = j.at("value").get<double>();
+        }
+      } catch (const std::exception& e) {
+        return absl::DataLossError(absl::StrCat(best, ": ", e.what()));
+      }
+    }
+  }
+  if (options_.resume == "latest") {
+    if (auto dir = checkpoints_.LatestValid())
+      XLNET_RETURN_IF_ERROR(Restore(*dir));
+  } else if (!options_.resume.empty()) {
+    XLNET_RETURN_IF_ERROR(Restore(options_.resume));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
+  const TrainConfig& train = options_.train;
+  const int64_t accum = train.grad_accum_steps;
+  const auto step_start = std::chrono::steady_clock::now();
+  StepRecord r;
+  double loss_sum = 0, normalizer = 0;
+  int64_t tokens = 0;
+  XLNET_RETURN_IF_ERROR(
+      CatchExceptions(absl::StrCat("step ", step_ + 1), [&]() {
+        for (int64_t micro = 0; micro < accum; ++micro) {
+          if (reducer_) reducer_->Prepare(/*sync=*/micro == accum - 1);
+          StepOutput out = unit_->TrainStep();
+          TORCH_CHECK(out.loss.defined() && out.loss.numel() == 1,
+                      "TrainStep must return a scalar loss");
+          if (scaler_) {
+            scaler_->Scale(out.loss).backward();
+          } else {
+            out.loss.backward();
+          }
+          loss_sum += out.loss.item<double>();
+          normalizer += out.normalizer;
+          tokens += out.tokens;
+          for (const auto& [k, v] : out.metrics) r.metrics[k] += v / accum;
+        }
+        if (reducer_) reducer_->Finish();
+        return absl::OkStatus();
+      }));
+
+  // One small collective per step: the global loss sum and normalizer (to
+  // scale the gradients), tokens for the log, and whether any rank was
+  // asked to stop (so all ranks stop at the same step).
+  r.loss_sum = loss_sum;
+  r.normalizer = normalizer;
+  r.tokens = tokens;
+  r.stop = g_stop_requested.load();
+  if (group_ && world_size() > 1) {
+    XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
+      std::vector<torch::Tensor> t = {
+          torch::tensor({loss_sum, normalizer, static_cast<double>(tokens),
+                         r.stop ? 1.0 : 0.0},
+                        torch::kFloat64)};
+      group_->AllReduceSum(t);
+      r.loss_sum = t[0][0].item<double>();
+      r.normalizer = t[0][1].item<double>();
+      r.tokens = static_cast<int64_t>(t[0][2].item<double>());
+      r.stop = t[0][3].item<double>() > 0;
+      return absl::OkStatus();
+    }));
+  }
+  r.loss = r.loss_sum / std::max(r.normalizer, 1e-12);
+  // The reducer averaged the summed gradients over ranks; scale them to the
+  // gradient of sum(loss) / sum(normalizer) (and undo the loss scale), then
+  // clip, in one pass.
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  r.grad_norm =
+      ClipGradNorm(params_, train.clip,
+                   world_size() / (std::max(r.normalizer, 1e-12) * loss_scale));
+  r.lr = ScheduledLearningRate(train, step_);
+  r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
+  // With loss scaling, an overflow while the scale can still back off is
+  // calibration, not a bad step (LossScaler::CountsAsBadStep).
+  const bool bad =
+      !r.finite &&
+      (!scaler_ || scaler_->CountsAsBadStep(std::isfinite(r.loss)));
+  if (r.finite) {
+    optimizer_->Step(r.lr);
+    bad_in_a_row_ = 0;
+  } else {
+    ++skipped_;
+    if (bad) ++bad_in_a_row_;
+    if (bad || !scaler_) {
+      XLOG(WARNING) << "step " << step_ + 1
+                    << ": non-finite loss or gradient (loss " << r.loss
+                    << ", grad norm " << r.grad_norm << "); step skipped ("
+                    << bad_in_a_row_ << " in a row)";
+    }
+  }
+  if (scaler_) {
+    scaler_->Update(r.finite);
+    if (!r.finite && !bad) {
+      XLOG(INFO) << "step " << step_ + 1 << ": gradient overflow at loss scale "
+                 << loss_scale << "; step skipped, scale now "
+                 << scaler_->scale();
+    }
+  }
+  optimizer_->ZeroGrad();
+  ++step_;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            step_start)
+                  .count();
+  return r;
+}
+
+absl::Status Trainer::Log(const StepRecord& r) {
+  const TrainConfig& train = options_.train;
+  window_.tokens += r.tokens;
+  window_.seconds += r.seconds;
+  if (std::isfinite(r.loss)) {
+    window_.loss_sum += r.loss_sum;
+    window_.normalizer += r.normalizer;
+  }
+  if (step_ % train.log_steps != 0 && step_ != train.max_steps) {
+    return absl::OkStatus();
+  }
+  const double tokens_per_sec =
+      window_.seconds > 0 ? window_.tokens / window_.seconds : 0;
+  const double elapsed = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - run_start_)
+                             .count();
+  const double eta = elapsed / std::max<int64_t>(1, step_ - start_step_) *
+                     (train.max_steps - step_);
+  const double mean_loss =
+      window_.normalizer > 0 ? window_.loss_sum / window_.normalizer : r.loss;
+  nlohmann::json line = {{"step", step_},
+                         {"loss", mean_loss},
+                         {"lr", r.lr},
+                         {"grad_norm", r.grad_norm},
+                         {"tokens_per_sec", tokens_per_sec}};
+  for (const auto& [k, v] : r.metrics) line[k] = v;
+  if (skipped_ > 0) line["skipped_steps"] = skipped_;
+  if (scaler_) line["loss_scale"] = scaler_->scale();
+  XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+  if (options_.progress && rank() == 0) {
+    XLOG(INFO) << absl::StrFormat(
+        "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | ETA %s",
+        step_, train.max_steps, mean_loss, r.lr, r.grad_norm,
+        WithCommas(static_cast<int64_t>(tokens_per_sec)), FormatDuration(eta));
+  }
+  window_ = LogWindow();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> Trainer::Run() {
+  const TrainConfig& train = options_.train;
+  XLNET_RETURN_IF_ERROR(Prepare());
+  TrainResult result;
+  int64_t last_saved = -1;
+  run_start_ = std::chrono::steady_clock::now();
+  start_step_ = step_;
+  window_ = LogWindow();
+  bad_in_a_row_ = 0;
+  unit_->SetTraining(true);
+  while (step_ < train.max_steps) {
+    XLNET_ASSIGN_OR_RETURN(const StepRecord r, OptimizerStep());
+    result.last_loss = r.loss;
+    if (options_.on_step) {
+      options_.on_step({step_, r.seconds, r.tokens, r.loss, !r.finite});
+    }
+    XLNET_RETURN_IF_ERROR(Log(r));
+    if (bad_in_a_row_ >= train.max_bad_steps) {
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
+      return absl::InternalError(absl::StrCat(
+          bad_in_a_row_, " non-finite steps in a row (train.max_bad_steps=",
+          train.max_bad_steps, "); stopped at step ", step_, " and saved ",
+          checkpoints_.StepDir(step_),
+          ". Lower train.lr, check the data, or use train.dtype=fp32."));
+    }
+    if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
+      XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
+    }
+    if (r.stop) {
+      XLOG(INFO) << "stop requested: saving at step " << step_;
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
+      last_saved = step_;
+      result.interrupted = true;
+      break;
+    }
+    if (options_.save_checkpoints && train.save_steps > 0 &&
+        step_ % train.save_steps == 0) {
+      XLNET_RETURN_IF_ERROR(Save(step_));
+      last_saved = step_;
+    }
+  }
+  if (!options_.best_metric.empty() && evaluated_step_ != step_ &&
+      !result.interrupted) {
+    XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
+  }
+  if (options_.save_checkpoints && last_saved != step_) {
+    XLNET_RETURN_IF_ERROR(Save(step_));
+  }
+  if (best_value_) {
+    result.best_dir = options_.run_dir + "/" + kBestDir;
+    result.best_value = *best_value_;
+  }
+  result.steps = step_;
+  result.skipped_steps = skipped_;
+  if (options_.save_checkpoints) {
+    result.last_checkpoint = checkpoints_.StepDir(step_);
+  }
+  return result;
+}
+
+}  // namespace xlnet

@@ -1,0 +1,207 @@
+// The one training loop, shared by pretraining and fine-tuning. A task
+// supplies a TrainUnit ("batch -> loss"); the Trainer owns everything else:
+// accumulation, gradient averaging over ranks, clipping, the schedule, AdamW,
+// skipping non-finite steps, logging, evaluation, checkpoints and signals.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "config/config.h"
+#include "model_io/checkpoint_manager.h"
+#include "train/distributed.h"
+#include "train/optimizer.h"
+
+namespace xlnet {
+
+// What one micro-batch produced.
+// The objective of one optimizer step is sum(loss) / sum(normalizer) over
+// all its micro-batches on all ranks: a unit returns the loss *summed* over
+// its examples (or targets) and their count, and the trainer scales the
+// gradients by the global count after the all-reduce. So ranks or
+// micro-batches with different numbers of targets weigh each target equally,
+// and k micro-batches (or W ranks) equal one k (W) times larger batch.
+struct StepOutput {
+  // Scalar loss summed over this micro-batch's examples/targets.
+  torch::Tensor loss;
+  // How many examples/targets `loss` sums over.
+  double normalizer = 1.0;
+  // Tokens this micro-batch processed (for tokens/s).
+  int64_t tokens = 0;
+  // Extra numbers to log (e.g. "accuracy"), averaged over micro-batches.
+  std::map<std::string, double> metrics;
+};
+
+class TrainUnit {
+ public:
+  virtual ~TrainUnit() = default;
+  // Trainable parameters under their HuggingFace names.
+  virtual NamedTensors Parameters() = 0;
+  // All tensors saved as model.safetensors (parameters and buffers).
+  virtual NamedTensors StateDict() = 0;
+  // config.json's text: ModelConfigToJson of the model's config, plus any
+  // HF keys XLNetConfig lacks (e.g. problem_type).
+  virtual std::string ModelConfigJson() = 0;
+  // Sets train/eval mode.
+  virtual void SetTraining(bool training) = 0;
+  // Fetches this rank's next micro-batch and computes its loss.
+  virtual StepOutput TrainStep() = 0;
+  // Held-out evaluation; keys are logged with an "eval_" prefix.
+  virtual std::map<std::string, double> Evaluate() { return {}; }
+  // Unit state beyond the weights (data position, memory, ...): tensors
+  // added to `files` (file name -> tensors) for this rank; LoadUnitState gets
+  // the checkpoint directory back.
+  virtual absl::Status SaveUnitState(
+      int rank, std::map<std::string, NamedTensors>* files) {
+    return absl::OkStatus();
+  }
+  virtual absl::Status LoadUnitState(const std::string& dir, int rank) {
+    return absl::OkStatus();
+  }
+};
+
+// What on_step reports about one optimizer step.
+struct StepTiming {
+  int64_t step = 0;      // 1-based step just finished
+  double seconds = 0;    // wall time of the whole step on this rank: data,
+                         // forward, backward, all-reduce, clip, optimizer
+  int64_t tokens = 0;    // tokens of the step on all ranks
+  double loss = 0;       // global loss of the step
+  bool skipped = false;  // non-finite, not applied
+};
+
+struct TrainerOptions {
+  TrainConfig train;
+  // The resolved config, written to RUN/config.yaml and every checkpoint.
+  std::string config_yaml;
+  // The run directory (metrics.jsonl, checkpoints/).
+  std::string run_dir;
+  // Resume from: "" (fresh), "latest" (newest valid checkpoint in run_dir,
+  // fresh if none) or a checkpoint directory.
+  std::string resume;
+  // Print a progress line every log_steps (rank 0). Logged loss is the mean
+  // over the steps since the previous line.
+  bool progress = true;
+  // Files copied verbatim into every checkpoint and into RUN/best/ (file
+  // name -> bytes), e.g. the tokenizer's spiece.model.
+  std::map<std::string, std::string> extra_files;
+  // When set, a key of TrainUnit::Evaluate() (without the "eval_" prefix):
+  // the model of the best evaluation so far is kept as RUN/best/ (a model
+  // directory plus best.json), and the run also evaluates after its last
+  // step. Higher is better unless best_lower_is_better.
+  std::string best_metric;
+  bool best_lower_is_better = false;
+  // Dynamic loss scaling (LossScaler). Always on for train.dtype fp16 (with
+  // these options if set, else the defaults); setting it enables it for
+  // other dtypes too (tests run it in fp32 on the CPU). The scale is saved
+  // in trainer_state.json and restored on resume.
+  std::optional<LossScalerOptions> loss_scaling;
+  // false: never write checkpoints (benchmarks); a stop request still ends
+  // the run after the current step.
+  bool save_checkpoints = true;
+  // Called on every rank after each optimizer step (benchmarks).
+  std::function<void(const StepTiming&)> on_step;
+};
+
+// RUN/best/ and its description, written when TrainerOptions::best_metric
+// is set.
+inline constexpr char kBestDir[] = "best";
+inline constexpr char kBestStateFile[] = "best.json";
+
+struct TrainResult {
+  int64_t steps = 0;          // optimizer steps completed (total)
+  int64_t skipped_steps = 0;  // non-finite steps skipped
+  bool interrupted = false;   // stopped by SIGTERM/SIGINT
+  double last_loss = 0;
+  std::string last_checkpoint;
+  // RUN/best/ when best_metric is set and an evaluation ran, else "".
+  std::string best_dir;
+  // The best value of best_metric (when best_dir is set).
+  double best_value = 0;
+};
+
+// Installs SIGTERM/SIGINT handlers that ask running trainers to stop after
+// the current step (saving a checkpoint). Idempotent.
+void InstallStopSignalHandlers();
+// Requests a stop as a signal would (tests, embedding applications).
+void RequestStop();
+void ClearStopRequest();
+
+class Trainer {
+ public:
+  // `group` may be null (one process). The unit must outlive the trainer.
+  Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group);
+  ~Trainer();
+
+  // Runs until train.max_steps or a stop request; saves at save_steps, at
+  // the end and on stop. Errors (I/O, collectives, too many non-finite
+  // steps) come back as a status; a checkpoint is written first when possible.
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  // What one optimizer step did, summed over ranks.
+  struct StepRecord {
+    double loss = 0;        // loss_sum / normalizer
+    double loss_sum = 0;    // summed unit losses
+    double normalizer = 0;  // summed normalizers
+    int64_t tokens = 0;
+    double grad_norm = 0;  // before clipping
+    double lr = 0;
+    bool finite = true;  // false: the step was skipped
+    bool stop = false;   // some rank was asked to stop
+    double seconds = 0;  // this rank's wall time
+    // The unit's extra numbers, averaged over micro-batches (this rank).
+    std::map<std::string, double> metrics;
+  };
+  // Sums since the last log line.
+  struct LogWindow {
+    double tokens = 0;
+    double seconds = 0;
+    double loss_sum = 0;
+    double normalizer = 0;
+  };
+
+  // Before the first step: RUN/config.yaml, the same config on every rank,
+  // rank 0's weights everywhere, the best value so far, resuming.
+  absl::Status Prepare();
+  // Every micro-batch's forward and backward, the gradient all-reduce,
+  // clipping and the optimizer (or a skipped step); step_ advances.
+  absl::StatusOr<StepRecord> OptimizerStep();
+  // Adds the step to the window; every train.log_steps writes a
+  // metrics.jsonl line and a progress line.
+  absl::Status Log(const StepRecord& record);
+  absl::Status Restore(const std::string& dir);
+  // Runs TrainUnit::Evaluate, logs it and updates RUN/best/.
+  absl::Status EvaluateAndKeepBest();
+  absl::Status SaveBest(const std::map<std::string, double>& eval);
+  absl::Status Save(int64_t step);
+  absl::Status AppendMetrics(const std::string& json_line);
+  absl::Status TruncateMetricsAfter(int64_t step);
+  int rank() const;
+  int world_size() const;
+
+  TrainerOptions options_;
+  TrainUnit* unit_;
+  ProcessGroup* group_;
+  NamedTensors params_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GradientReducer> reducer_;
+  CheckpointManager checkpoints_;
+  std::optional<LossScaler> scaler_;
+  int64_t step_ = 0;
+  int64_t skipped_ = 0;
+  int64_t evaluated_step_ = -1;
+  std::optional<double> best_value_;
+  int64_t bad_in_a_row_ = 0;
+  int64_t start_step_ = 0;
+  std::chrono::steady_clock::time_point run_start_;
+  LogWindow window_;
+};
+
+}  // namespace xlnet
