@@ -8,8 +8,6 @@
 //
 // Without --data, a tokenizer is trained on the bundled sample corpus and
 // shards are prepared in a temporary directory first (not timed).
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,9 +17,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_util.h"
 #include "bench/matmul_peak.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -42,40 +40,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Resets the kernel's peak-RSS mark (VmHWM) so the peak covers only what
-// follows (Linux >= 4.0; otherwise the process peak so far stays in).
-bool ResetPeakRss() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return static_cast<bool>(f);
-}
-
-// Peak resident set size in MiB: VmHWM, else getrusage's maximum.
-double PeakRssMb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      int64_t kb = 0;
-      std::string rest = line.substr(6);
-      rest.erase(0, rest.find_first_not_of(" \t"));
-      rest = rest.substr(0, rest.find(' '));
-      if (absl::SimpleAtoi(rest, &kb)) return kb / 1024.0;
-    }
-  }
-  struct rusage usage = {};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;  // KiB on Linux
-}
 
 // Model FLOPs of one training step per input token, counted analytically
 // from the config (matrix products only; softmax, LayerNorm, GELU, dropout
@@ -160,7 +124,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   const int64_t micro_batch = config.train.batch_size /
                               (env.world_size * config.train.grad_accum_steps);
 
-  const bool reset_rss = ResetPeakRss();
+  const bool reset_rss = xlnet::bench::ResetPeakRss();
   xlnet::PlmUnitOptions unit_options;
   unit_options.config = config;
   unit_options.data_dir = f.data_dir;
@@ -174,15 +138,20 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
     std::cout << absl::StrFormat(
         "xlnet-bench: %d layers, d_model %d, %d parameters; global batch %d "
         "x %d tokens, grad_accum_steps %d, activation_checkpointing %s, "
-        "dtype %s, %d rank(s) x %d threads; %d warm-up + %d timed steps\n",
+        "attention %s, dtype %s, %d rank(s) x %d threads; %d warm-up + %d "
+        "timed steps\n",
         config.model.n_layer, config.model.d_model, params,
         config.train.batch_size, config.data.seq_len,
         config.train.grad_accum_steps,
         config.train.activation_checkpointing ? "true" : "false",
-        config.train.dtype, env.world_size, used_threads, f.warmup, f.steps);
+        config.train.attention, config.train.dtype, env.world_size,
+        used_threads, f.warmup, f.steps);
   }
 
   std::vector<xlnet::StepTiming> timings;
+  // Process CPU time (all threads) between consecutive step ends.
+  std::vector<double> cpu_seconds;
+  double cpu_mark = xlnet::bench::ProcessCpuSeconds();
   xlnet::TrainerOptions options;
   options.train = config.train;
   options.config_yaml = xlnet::RunConfigYaml(unit_options.config, rank);
@@ -191,28 +160,33 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   options.save_checkpoints = false;
   options.on_step = [&](const xlnet::StepTiming& t) {
     timings.push_back(t);
+    const double cpu_now = xlnet::bench::ProcessCpuSeconds();
+    cpu_seconds.push_back(cpu_now - cpu_mark);
+    cpu_mark = cpu_now;
     if (env.rank == 0) {
-      std::cout << absl::StrFormat("step %d: %.3f s, loss %.4f%s\n", t.step,
-                                   t.seconds, t.loss,
-                                   t.step <= f.warmup ? " (warm-up)" : "");
+      std::cout << absl::StrFormat(
+          "step %d: %.3f s (CPU %.3f s), loss %.4f%s\n", t.step, t.seconds,
+          cpu_seconds.back(), t.loss, t.step <= f.warmup ? " (warm-up)" : "");
     }
   };
   xlnet::Trainer trainer(options, unit.get(), group.get());
   XLNET_ASSIGN_OR_RETURN(xlnet::TrainResult result, trainer.Run());
-  const double peak_rss_mb = PeakRssMb();
+  const double peak_rss_mb = xlnet::bench::PeakRssMb();
   (void)result;
 
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds, step_cpu_seconds;
   double tokens = 0, seconds = 0;
-  for (const auto& t : timings) {
+  for (size_t i = 0; i < timings.size(); ++i) {
+    const auto& t = timings[i];
     if (t.step <= f.warmup) continue;
     step_seconds.push_back(t.seconds);
+    step_cpu_seconds.push_back(cpu_seconds[i]);
     tokens += t.tokens;
     seconds += t.seconds;
   }
   const double tokens_per_step =
       static_cast<double>(config.train.batch_size) * config.data.seq_len;
-  const double step_median = Median(step_seconds);
+  const double step_median = xlnet::bench::Median(step_seconds);
 
   // The sampler alone: this rank's batches built on the calling thread (no
   // prefetching), i.e. the data pipeline's CPU work per step.
@@ -233,17 +207,25 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
     data_seconds.push_back(
         std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  const double data_median = Median(data_seconds);
+  const double data_median = xlnet::bench::Median(data_seconds);
 
-  // The machine's fp32 matmul peak in the same run: measured by rank 0 with
-  // every core while the other ranks wait.
-  double peak_gflops = 0;
+  // The machine's matmul peaks in the same run, measured by rank 0 with
+  // every core while the other ranks wait: fp32, and the training dtype's
+  // (bf16/fp16) when that is not fp32; MFU is against the training dtype's.
+  XLNET_ASSIGN_OR_RETURN(const torch::ScalarType train_dtype,
+                         xlnet::ParseDtype(config.train.dtype));
+  double fp32_gflops = 0, peak_gflops = 0;
   if (group) group->Barrier();
   if (env.rank == 0) {
     const int saved = torch::get_num_threads();
     if (!device.is_cuda()) xlnet::ConfigureThreads(0);
-    peak_gflops = xlnet::bench::MeasureMatmulGflops(
+    fp32_gflops = xlnet::bench::MeasureMatmulGflops(
         f.matmul_size, torch::kFloat32, f.matmul_seconds, device);
+    peak_gflops =
+        train_dtype == torch::kFloat32
+            ? fp32_gflops
+            : xlnet::bench::MeasureMatmulGflops(f.matmul_size, train_dtype,
+                                                f.matmul_seconds, device);
     xlnet::ConfigureThreads(saved);
   }
   if (group) group->Barrier();
@@ -258,15 +240,21 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   j["tokens_per_sec_mean"] = seconds > 0 ? tokens / seconds : 0;
   j["step_seconds_median"] = step_median;
   j["step_seconds"] = step_seconds;
+  j["step_cpu_seconds_median"] = xlnet::bench::Median(step_cpu_seconds);
+  j["step_cpu_seconds"] = step_cpu_seconds;
   j["peak_rss_mb"] = peak_rss_mb;
   j["peak_rss_scope"] = reset_rss ? "model, data pipeline and steps"
                                   : "whole process (VmHWM reset unavailable)";
   j["model_flops_per_token"] = flops_per_token;
   j["model_flops_per_sec"] = model_flops;
   j["matmul_peak_flops_per_sec"] = peak_gflops * 1e9;
+  j["matmul_peak_dtype"] = config.train.dtype;
   j["matmul_peak_size"] = f.matmul_size;
   j["fraction_of_matmul_peak"] =
       peak_gflops > 0 ? model_flops / (peak_gflops * 1e9) : 0;
+  j["fp32_matmul_peak_flops_per_sec"] = fp32_gflops * 1e9;
+  j["fraction_of_fp32_matmul_peak"] =
+      fp32_gflops > 0 ? model_flops / (fp32_gflops * 1e9) : 0;
   j["data_seconds_median"] = data_median;
   j["data_fraction_of_step"] = step_median > 0 ? data_median / step_median : 0;
   j["steps"] = f.steps;
@@ -294,6 +282,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
       {"batch_size", config.train.batch_size},
       {"grad_accum_steps", config.train.grad_accum_steps},
       {"activation_checkpointing", config.train.activation_checkpointing},
+      {"attention", config.train.attention},
       {"dtype", config.train.dtype},
       {"prefetch_batches", config.data.prefetch_batches},
       {"loader_threads", config.data.loader_threads}};
@@ -301,11 +290,12 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   XLNET_RETURN_IF_ERROR(xlnet::WriteFileAtomic(f.json_path, j.dump(2) + "\n"));
   std::cout << absl::StrFormat(
       "xlnet-bench: %.0f tokens/s (median step %.3f s), peak RSS %.0f MiB, "
-      "%.3g model GFLOP/s = %.1f%% of the %.1f GFLOP/s fp32 matmul peak, "
+      "%.3g model GFLOP/s = %.1f%% of the %.1f GFLOP/s %s matmul peak, "
       "data %.4f s/step (%.2f%% of a step) -> %s\n",
       tokens_per_sec, step_median, peak_rss_mb, model_flops / 1e9,
       100 * j["fraction_of_matmul_peak"].get<double>(), peak_gflops,
-      data_median, 100 * j["data_fraction_of_step"].get<double>(), f.json_path);
+      config.train.dtype, data_median,
+      100 * j["data_fraction_of_step"].get<double>(), f.json_path);
   return absl::OkStatus();
 }
 
@@ -331,7 +321,8 @@ absl::Status Run(int argc, char** argv) {
   flags.AddInt("master_port", &f.master_port,
                "rendezvous port for --nproc_per_node (0 = a free port)");
   flags.AddInt("matmul_size", &f.matmul_size,
-               "n of the n x n fp32 product that measures the peak");
+               "n of the n x n products (fp32 and the training dtype) that "
+               "measure the peak");
   flags.AddInt("matmul_seconds", &f.matmul_seconds,
                "seconds the peak is measured for");
   flags.AddInt("data_batches", &f.data_batches,
@@ -370,21 +361,8 @@ absl::Status Run(int argc, char** argv) {
     }
     if (f.nproc > 1 && !child) {
       // Children get the prepared data and their own scratch directory.
-      std::vector<std::string> args;
-      for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--nproc_per_node" || arg == "--master_port" ||
-            arg == "--data" || arg == "--work_dir") {
-          ++i;
-          continue;
-        }
-        if (arg.rfind("--nproc_per_node=", 0) == 0 ||
-            arg.rfind("--master_port=", 0) == 0 ||
-            arg.rfind("--data=", 0) == 0 || arg.rfind("--work_dir=", 0) == 0) {
-          continue;
-        }
-        args.push_back(arg);
-      }
+      std::vector<std::string> args =
+          xlnet::RankArgs(argc, argv, {"data", "work_dir"});
       args.insert(args.end(),
                   {"--data", f.data_dir, "--work_dir", f.work_dir + "/ranks"});
       return xlnet::LaunchLocalRanks(static_cast<int>(f.nproc), args,

@@ -105,6 +105,7 @@ void VisitTrain(S& c, V& v) {
   v("dtype", c.dtype);
   v("threads", c.threads);
   v("activation_checkpointing", c.activation_checkpointing);
+  v("attention", c.attention);
   v("max_bad_steps", c.max_bad_steps);
   v("dist_timeout_s", c.dist_timeout_s);
 }
@@ -640,6 +641,12 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
   c.Check(t.dtype != "fp16" || t.device.rfind("cuda", 0) == 0, "dtype",
           "fp16 needs device cuda (use bf16 on cpu)");
   c.Check(t.threads >= 0, "threads", "must be >= 0 (0 = all cores)");
+  c.OneOf<void>("attention", t.attention, {"unfused", "tiled", "cuda"});
+  c.Check(t.attention != "tiled" || t.device == "cpu", "attention",
+          "'tiled' is the CPU implementation (device cuda: 'cuda' or "
+          "'unfused')");
+  c.Check(t.attention != "cuda" || t.device.rfind("cuda", 0) == 0, "attention",
+          "'cuda' needs device cuda ('tiled' on cpu)");
   c.Check(t.max_bad_steps >= 1, "max_bad_steps", "must be >= 1");
   c.Check(t.dist_timeout_s >= 1, "dist_timeout_s", "must be >= 1");
   return c.problem();

@@ -177,6 +177,9 @@ struct TrainConfig {
   int64_t threads = 0;
   // Recompute each layer's activations in backward to save memory.
   bool activation_checkpointing = false;
+  // Attention core: "unfused", "tiled" (fused op, CPU) or "cuda" (fused
+  // op's kernel: unverified, needs -DXLNET_CUDA_ATTENTION=ON); model/README.md.
+  std::string attention = "unfused";
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;
   // Seconds a collective may take before a stuck rank is reported.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/tiled_attention.h"
+
 namespace xlnet {
 
 torch::Tensor RelShift(const torch::Tensor& x, int64_t klen) {
@@ -166,7 +168,8 @@ torch::Tensor RelativeAttentionImpl::PostAttention(
   auto flat = attn_vec.transpose(1, 2).reshape(
       {b, t, n_head * d_head});                                 // [B, T, H*Dh]
   auto out = torch::matmul(flat, o.view({d_model, n_head * d_head}).t());
-  out = torch::dropout(out, dropout, is_training());            // [B, T, D]
+  out = BackboneDropout(out, dropout, is_training(),
+                        counter_dropout);                       // [B, T, D]
   return layer_norm(out + x);
 }
 

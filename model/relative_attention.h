@@ -85,6 +85,8 @@ class RelativeAttentionImpl : public torch::nn::Module {
   int64_t d_head;
   int64_t d_model;
   double dropout;
+  // PostAttention's dropout from CounterDropout (attention 'tiled').
+  bool counter_dropout = false;
 };
 TORCH_MODULE(RelativeAttention);
 

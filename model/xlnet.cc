@@ -46,9 +46,9 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   } else {
     y = torch::relu(y);
   }
-  y = torch::dropout(y, dropout, is_training());
+  y = BackboneDropout(y, dropout, is_training(), counter_dropout);
   y = layer_2(y);  // [B, T, D]
-  y = torch::dropout(y, dropout, is_training());
+  y = BackboneDropout(y, dropout, is_training(), counter_dropout);
   return layer_norm(y + x);
 }
 
@@ -140,6 +140,7 @@ struct LayerContext {
   bool training = false;
   bool bi_data = false;
   bool query_all_positions = false;
+  AttentionOptions attention;
 };
 
 // One layer on both streams: h [B, L, D] and g [B, P, D] (or undefined) ->
@@ -158,12 +159,20 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
   auto k_r = attn->ProjectPositions(c.pos_emb);            // [Bp, H, R, Dh]
   if (c.bi_data) k_r = k_r.index_select(0, c.half_index);  // [B, H, R, Dh]
 
-  auto q_h = attn->Project(h_in, attn->q);  // [B, H, L, Dh]
-  auto vec_h = RelativeAttentionCore(q_h, k_head, v_head, k_r, attn->r_w_bias,
-                                     attn->r_r_bias, attn->r_s_bias,
-                                     attn->seg_embed, c.content_bias, c.qlen,
-                                     c.dropout, c.training);  // [B, H, L, Dh]
-  auto new_h = attn->PostAttention(h_in, vec_h);              // [B, L, D]
+  // The attention core for queries q [B, H, Lq, Dh] -> [B, H, Lq, Dh].
+  auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {
+    if (c.attention.impl == AttentionImpl::kUnfused) {
+      return RelativeAttentionCore(
+          q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
+          attn->r_s_bias, attn->seg_embed, bias, c.qlen, c.dropout, c.training);
+    }
+    return FusedRelativeAttentionCore(
+        q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias, attn->r_s_bias,
+        attn->seg_embed, bias, c.qlen, c.dropout, c.training, c.attention);
+  };
+  auto q_h = attn->Project(h_in, attn->q);        // [B, H, L, Dh]
+  auto vec_h = core(q_h, c.content_bias);         // [B, H, L, Dh]
+  auto new_h = attn->PostAttention(h_in, vec_h);  // [B, L, D]
   torch::Tensor new_g;
   if (g_in.defined()) {
     auto q_g = attn->Project(g_in, attn->q);  // [B, H, P, Dh]
@@ -172,17 +181,11 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
       auto tmq =
           c.target_mapping.to(q_g.scalar_type()).unsqueeze(1);  // [B, 1, P, L]
       auto q_all = torch::matmul(tmq.transpose(2, 3), q_g);     // [B, H, L, Dh]
-      auto vec_all = RelativeAttentionCore(
-          q_all, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
-          attn->r_s_bias, attn->seg_embed, c.query_bias, c.qlen, c.dropout,
-          c.training);  // [B, H, L, Dh]
+      auto vec_all = core(q_all, c.query_bias);                 // [B, H, L, Dh]
       vec_g = torch::matmul(tmq.to(vec_all.scalar_type()),
                             vec_all);  // [B, H, P, Dh]
     } else {
-      vec_g = RelativeAttentionCore(q_g, k_head, v_head, k_r, attn->r_w_bias,
-                                    attn->r_r_bias, attn->r_s_bias,
-                                    attn->seg_embed, c.query_bias, c.qlen,
-                                    c.dropout, c.training);  // [B, H, P, Dh]
+      vec_g = core(q_g, c.query_bias);  // [B, H, P, Dh]
       // A padding target (all-zero row) gets no attention output, as HF.
       vec_g = vec_g * c.target_valid.to(vec_g.scalar_type());
     }
@@ -232,6 +235,15 @@ void XLNetModelImpl::ResetParameters() {
       a->r_r_bias.copy_(first->r_r_bias);
       a->r_s_bias.copy_(first->r_s_bias);
     }
+  }
+}
+
+void XLNetModelImpl::SetAttention(const AttentionOptions& options) {
+  attention_ = options;
+  for (size_t n = 0; n < layer->size(); ++n) {
+    auto l = layer->ptr<XLNetLayerImpl>(n);
+    l->rel_attn->counter_dropout = options.impl == AttentionImpl::kTiled;
+    l->ff->counter_dropout = options.impl == AttentionImpl::kTiled;
   }
 }
 
@@ -295,16 +307,19 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     }
   }
 
-  auto h = torch::dropout(word_embedding(ids), p_drop, training);  // [B, L, D]
+  const bool counter = attention_.impl == AttentionImpl::kTiled;
+  const auto drop = [&](const torch::Tensor& x) {
+    return BackboneDropout(x, p_drop, training, counter);
+  };
+  auto h = drop(word_embedding(ids));  // [B, L, D]
   torch::Tensor g;
   if (two_stream) {
-    g = torch::dropout(mask_emb.expand({b, p, d}), p_drop,
-                       training);  // [B, P, D]
+    g = drop(mask_emb.expand({b, p, d}));  // [B, P, D]
   }
   auto pos_emb =
       RelativePositionalEncoding(l, klen, d, config_.clamp_len, config_.bi_data,
                                  ids.device());  // [Bp, R, D]
-  pos_emb = torch::dropout(pos_emb, p_drop, training);
+  pos_emb = drop(pos_emb);
   torch::Tensor half_index;
   if (config_.bi_data) {
     TORCH_CHECK(b % 2 == 0, "bi_data needs an even batch size, got ", b);
@@ -324,6 +339,7 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   context->training = training;
   context->bi_data = config_.bi_data;
   context->query_all_positions = options.query_all_positions;
+  context->attention = attention_;
 
   const bool checkpoint =
       activation_checkpointing_ && torch::GradMode::is_enabled();
@@ -355,8 +371,8 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     h = next[0];
     if (two_stream) g = next[1];
   }
-  out.last_hidden_state = torch::dropout(h, p_drop, training);
-  if (two_stream) out.query_hidden_state = torch::dropout(g, p_drop, training);
+  out.last_hidden_state = drop(h);
+  if (two_stream) out.query_hidden_state = drop(g);
   return out;
 }
 

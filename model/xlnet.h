@@ -23,6 +23,7 @@
 
 #include "config/config.h"
 #include "model/relative_attention.h"
+#include "model/tiled_attention.h"
 
 namespace xlnet {
 
@@ -73,6 +74,8 @@ class FeedForwardImpl : public torch::nn::Module {
   torch::nn::LayerNorm layer_norm{nullptr};
   std::string activation;
   double dropout;
+  // Dropouts from CounterDropout (attention 'tiled').
+  bool counter_dropout = false;
 };
 TORCH_MODULE(FeedForward);
 
@@ -127,6 +130,15 @@ class XLNetModelImpl : public torch::nn::Module {
   void SetActivationCheckpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
 
+  // The attention core of every layer and both streams (train.attention):
+  // unfused (default), the fused op's tiled CPU path, or its CUDA kernel.
+  // Same results up to rounding with dropout 0; with dropout the fused op
+  // draws its masks from its own counter-based stream (tiled_attention.h),
+  // and with 'tiled' so does every other dropout of the backbone
+  // (CounterDropout).
+  void SetAttention(const AttentionOptions& options);
+  const AttentionOptions& attention() const { return attention_; }
+
   torch::nn::Embedding word_embedding{nullptr};
   torch::Tensor mask_emb;
   torch::nn::ModuleList layer{nullptr};
@@ -134,6 +146,7 @@ class XLNetModelImpl : public torch::nn::Module {
  private:
   XLNetConfig config_;
   bool activation_checkpointing_ = false;
+  AttentionOptions attention_;
 };
 TORCH_MODULE(XLNetModel);
 

@@ -101,6 +101,19 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   unit->model_->to(device);
   unit->model_->transformer->SetActivationCheckpointing(
       train.activation_checkpointing);
+  AttentionOptions attention;
+  const auto impl = ParseAttentionImpl(train.attention);
+  if (!impl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("train.attention: unknown '", train.attention, "'"));
+  }
+  attention.impl = *impl;
+  if (attention.impl == AttentionImpl::kCuda && !CudaAttentionCompiled()) {
+    return absl::InvalidArgumentError(
+        "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
+        "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention kernel");
+  }
+  unit->model_->transformer->SetAttention(attention);
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(train.seed + 7919 * (options.rank + 1));
   return unit;

@@ -31,6 +31,7 @@ StepResult Step(XLNetLMHeadModel& model, const XLNetInputs& x,
   model->train();
   model->zero_grad();
   model->transformer->SetActivationCheckpointing(checkpointing);
+  model->transformer->SetAttention(testing::TestAttention());
   torch::manual_seed(seed);
   StepResult r;
   torch::Tensor loss;

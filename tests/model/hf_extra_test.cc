@@ -49,6 +49,7 @@ class HfExtraTest : public ::testing::Test {
     EXPECT_TRUE(LoadStateDict(*model, HfStateDict(*golden_), "golden").ok());
     model->eval();
     model->to(TestDevice());
+    model->transformer->SetAttention(testing::TestAttention());
     return model;
   }
 

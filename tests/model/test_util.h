@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -54,7 +55,30 @@ inline double ReportDiff(const std::string& name, const torch::Tensor& a,
   return d;
 }
 
-// The golden tiny model (fp32, eval mode).
+// The attention core the HF comparisons and the activation-checkpoint
+// tests run: XLNET_TEST_ATTENTION = "unfused" (default), "tiled" or
+// "tiled:Q,K" (Q query rows x K keys per tile). CTest runs them a second
+// time with "tiled:3,5" (tests/model/CMakeLists.txt).
+inline AttentionOptions TestAttention() {
+  AttentionOptions options;
+  const char* env = std::getenv("XLNET_TEST_ATTENTION");
+  const std::string spec = env ? env : "";
+  if (spec.empty()) return options;
+  const auto colon = spec.find(':');
+  const auto impl = ParseAttentionImpl(spec.substr(0, colon));
+  EXPECT_TRUE(impl.has_value()) << "XLNET_TEST_ATTENTION=" << spec;
+  if (impl) options.impl = *impl;
+  if (colon != std::string::npos) {
+    const auto comma = spec.find(',', colon);
+    EXPECT_NE(comma, std::string::npos) << "XLNET_TEST_ATTENTION=" << spec;
+    if (comma == std::string::npos) return options;
+    options.tiles.query = std::stoll(spec.substr(colon + 1, comma - colon - 1));
+    options.tiles.key = std::stoll(spec.substr(comma + 1));
+  }
+  return options;
+}
+
+// The golden tiny model (fp32, eval mode, TestAttention()).
 inline XLNetLMHeadModel LoadGoldenModel(
     const std::string& config = "config.json") {
   auto model = LoadPretrained(GoldenDir());
@@ -66,9 +90,11 @@ inline XLNetLMHeadModel LoadGoldenModel(
     auto status = LoadStateDict(*other, HfStateDict(**model), "golden");
     EXPECT_TRUE(status.ok()) << status;
     other->eval();
+    other->transformer->SetAttention(TestAttention());
     return other;
   }
   (*model)->eval();
+  (*model)->transformer->SetAttention(TestAttention());
   return *model;
 }
 

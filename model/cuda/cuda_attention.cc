@@ -1,0 +1,220 @@
+#include "model/cuda/cuda_attention.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "model/cuda/attention_kernels.h"
+
+namespace xlnet {
+namespace {
+
+namespace ca = cuda_attention;
+
+struct CudaState : torch::CustomClassHolder {
+  AttentionBias bias;
+  torch::Tensor pos;  // [B, Lq] int64 contiguous, or undefined
+  int64_t qlen = 0;
+  double scale = 1;
+  AttentionDropout dropout;
+  bool has_seg = false;
+  int64_t band = 0;
+};
+
+ca::DType KernelDType(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat:
+      return ca::DType::kFloat;
+    case torch::kHalf:
+      return ca::DType::kHalf;
+    case torch::kBFloat16:
+      return ca::DType::kBFloat16;
+    default:
+      TORCH_CHECK(false, "cuda attention: fp32, fp16 or bf16 inputs, got ", t);
+  }
+  return ca::DType::kFloat;
+}
+
+// Rows of k_r one key tile needs: the key tile plus the largest spread
+// (max - min) of query positions within one block of kQueryTile rows.
+int64_t BandRows(const torch::Tensor& pos, int64_t b, int64_t lq) {
+  const int64_t tile = ca::kQueryTile;
+  if (lq == 0) return ca::kKeyTile;
+  if (!pos.defined()) return ca::kKeyTile + std::min(tile, lq) - 1;
+  const int64_t tiles = (lq + tile - 1) / tile;
+  auto p = pos;  // [B, Lq]
+  if (tiles * tile > lq) {
+    // Pad with the last position: it adds no spread.
+    p = torch::cat({p, p.narrow(1, lq - 1, 1).expand({b, tiles * tile - lq})},
+                   1);  // [B, tiles * tile]
+  }
+  auto blocks = p.view({b, tiles, tile});  // [B, tiles, tile]
+  const int64_t spread =
+      (std::get<0>(blocks.max(2)) - std::get<0>(blocks.min(2)))
+          .max()
+          .item<int64_t>();
+  return ca::kKeyTile + spread;
+}
+
+const uint8_t* BoolData(const torch::Tensor& t) {
+  return reinterpret_cast<const uint8_t*>(t.data_ptr<bool>());
+}
+
+// The kernels' view of the inputs (contiguous, one dtype) and state.
+ca::Params MakeParams(const std::vector<torch::Tensor>& in,
+                      const CudaState& st) {
+  const auto& qw = in[0];
+  ca::Params p;
+  p.dtype = KernelDType(qw.scalar_type());
+  p.b = qw.size(0);
+  p.h = qw.size(1);
+  p.lq = qw.size(2);
+  p.dh = qw.size(3);
+  p.klen = in[2].size(2);
+  p.rlen = in[4].size(2);
+  p.kr_batch = in[4].size(0);
+  p.qlen = st.qlen;
+  p.qw = in[0].data_ptr();
+  p.qr = in[1].data_ptr();
+  p.k = in[2].data_ptr();
+  p.v = in[3].data_ptr();
+  p.kr = in[4].data_ptr();
+  if (st.has_seg) {
+    p.seg = in[5].data_ptr();
+    const auto& d = st.bias.seg_diff;  // [B, 1, Lq, K]
+    p.diff = BoolData(d);
+    p.diff_sb = d.stride(0);
+    p.diff_si = d.stride(2);
+    p.diff_sj = d.stride(3);
+  }
+  if (st.bias.mask.defined()) {
+    const auto& m = st.bias.mask;  // [B|1, 1, Lq, K]
+    p.mask = BoolData(m);
+    p.mask_sb = m.size(0) == 1 ? 0 : m.stride(0);
+    p.mask_si = m.stride(2);
+    p.mask_sj = m.stride(3);
+  }
+  if (st.pos.defined()) p.pos = st.pos.data_ptr<int64_t>();
+  p.scale = static_cast<float>(st.scale);
+  p.dropout = st.dropout.p;
+  p.seed = st.dropout.seed;
+  p.offset = st.dropout.offset;
+  p.band = st.band;
+  return p;
+}
+
+void CheckSharedMemory(const ca::Params& p, torch::Device device) {
+  int limit = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(
+      &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device.index()));
+  const size_t need = ca::SharedBytes(p, /*backward=*/true);
+  TORCH_CHECK(need <= static_cast<size_t>(limit), "cuda attention: ", need,
+              " bytes of shared memory per block (head size ", p.dh,
+              ", k_r band of ", p.band, " rows) exceed the device's ", limit,
+              "; query positions within a block of ", ca::kQueryTile,
+              " rows are too far apart (sort target_mapping by position) or "
+              "use attention 'unfused'");
+}
+
+struct CudaAttentionFunction
+    : public torch::autograd::Function<CudaAttentionFunction> {
+  // inputs: qw, qr, k, v, k_r[, seg]
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx, c10::intrusive_ptr<CudaState> st,
+      at::TensorList inputs) {
+    std::vector<torch::Tensor> in;
+    for (const auto& t : inputs) in.push_back(t.contiguous());
+    const c10::cuda::CUDAGuard guard(in[0].device());
+    ca::Params p = MakeParams(in, *st);
+    CheckSharedMemory(p, in[0].device());
+    auto out = torch::empty_like(in[0]);  // [B, H, Lq, Dh]
+    auto lse =
+        torch::empty({p.b, p.h, p.lq},
+                     in[0].options().dtype(torch::kFloat));  // [B, H, Lq]
+    p.out = out.data_ptr();
+    p.lse = lse.data_ptr<float>();
+    C10_CUDA_CHECK(ca::Forward(
+        p, c10::cuda::getCurrentCUDAStream(in[0].device().index()).stream()));
+    in.push_back(out);
+    in.push_back(lse);
+    ctx->save_for_backward(in);
+    ctx->saved_data["state"] = c10::IValue::make_capsule(st);
+    return {out};
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grad_outputs) {
+    auto st = c10::static_intrusive_pointer_cast<CudaState>(
+        ctx->saved_data["state"].toCapsule());
+    std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const size_t n_in = st->has_seg ? 6 : 5;
+    torch::autograd::variable_list result(1 + n_in);
+    if (!grad_outputs[0].defined()) return result;
+    const auto& out = saved[n_in];
+    const auto& lse = saved[n_in + 1];
+    std::vector<torch::Tensor> in(saved.begin(), saved.begin() + n_in);
+    const c10::cuda::CUDAGuard guard(in[0].device());
+    ca::Params p = MakeParams(in, *st);
+    const auto dout = grad_outputs[0].to(out.scalar_type()).contiguous();
+    const auto f32 = in[0].options().dtype(torch::kFloat);
+    auto dqw = torch::empty(in[0].sizes(), f32);
+    auto dqr = torch::empty(in[1].sizes(), f32);
+    auto dk = torch::zeros(in[2].sizes(), f32);  // atomics: start at zero
+    auto dv = torch::zeros(in[3].sizes(), f32);
+    auto dkr = torch::zeros(in[4].sizes(), f32);
+    torch::Tensor dseg;
+    if (st->has_seg) dseg = torch::empty(in[5].sizes(), f32);
+    p.out = out.data_ptr();
+    p.lse = lse.data_ptr<float>();
+    p.dout = dout.data_ptr();
+    p.dqw = dqw.data_ptr<float>();
+    p.dqr = dqr.data_ptr<float>();
+    p.dk = dk.data_ptr<float>();
+    p.dv = dv.data_ptr<float>();
+    p.dkr = dkr.data_ptr<float>();
+    if (st->has_seg) p.dseg = dseg.data_ptr<float>();
+    C10_CUDA_CHECK(ca::Backward(
+        p, c10::cuda::getCurrentCUDAStream(in[0].device().index()).stream()));
+    const torch::Tensor* grads[] = {&dqw, &dqr, &dk, &dv, &dkr, &dseg};
+    for (size_t i = 0; i < n_in; ++i) {
+      result[1 + i] = grads[i]->to(in[i].scalar_type());
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+torch::Tensor CudaFusedRelativeAttention(
+    const torch::Tensor& qw, const torch::Tensor& qr, const torch::Tensor& k,
+    const torch::Tensor& v, const torch::Tensor& k_r, const torch::Tensor& seg,
+    const AttentionBias& bias, int64_t qlen, double scale,
+    const AttentionDropout& dropout) {
+  CheckFusedAttentionInputs(qw, qr, k, v, k_r, seg, bias, qlen);
+  TORCH_CHECK(qw.size(3) <= ca::kMaxHeadSize, "cuda attention: head size ",
+              qw.size(3), " > ", ca::kMaxHeadSize);
+  for (const auto* t : {&bias.mask, &bias.seg_diff, &bias.query_pos}) {
+    TORCH_CHECK(!t->defined() || t->device() == qw.device(),
+                "cuda attention: masks and positions must be on ", qw.device(),
+                ", got ", t->device());
+  }
+  auto st = c10::make_intrusive<CudaState>();
+  st->bias = bias;
+  if (bias.query_pos.defined()) {
+    st->pos = bias.query_pos.to(torch::kLong).contiguous();
+  }
+  st->qlen = qlen;
+  st->scale = scale;
+  st->dropout = dropout;
+  st->has_seg = seg.defined();
+  st->band = BandRows(st->pos, qw.size(0), qw.size(2));
+  std::vector<torch::Tensor> inputs = {qw, qr, k, v, k_r};
+  if (seg.defined()) inputs.push_back(seg);
+  return CudaAttentionFunction::apply(st, at::TensorList(inputs))[0];
+}
+
+}  // namespace xlnet

@@ -1,0 +1,29 @@
+// FusedRelativeAttention on CUDA tensors: the autograd node around the
+// kernels of attention_kernels.cu. Compiled only with -DXLNET_WITH_CUDA=ON
+// -DXLNET_CUDA_ATTENTION=ON (model/CMakeLists.txt).
+//
+// UNVERIFIED: built with nvcc 13.0 and g++ 12 against LibTorch 1.13's
+// headers on a machine without a GPU; it has never run. The tests in
+// tests/model/tiled_attention_test.cc (CudaAttentionTest) compare it with
+// the CPU path on a machine that has a GPU.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "model/tiled_attention.h"
+
+namespace xlnet {
+
+// FusedRelativeAttention's contract (tiled_attention.h) for CUDA tensors of
+// dtype fp32, fp16 or bf16, head size <= 128. Dropout uses the same Philox
+// stream as the CPU path, so with equal seeds both drop the same elements.
+// Query positions within one block of 16 rows must span few enough
+// positions for the k_r band to fit in shared memory (any sorted
+// target_mapping does); otherwise a TORCH_CHECK says so.
+torch::Tensor CudaFusedRelativeAttention(
+    const torch::Tensor& qw, const torch::Tensor& qr, const torch::Tensor& k,
+    const torch::Tensor& v, const torch::Tensor& k_r, const torch::Tensor& seg,
+    const AttentionBias& bias, int64_t qlen, double scale,
+    const AttentionDropout& dropout);
+
+}  // namespace xlnet
