@@ -45,22 +45,22 @@ std::string TempSibling(const std::string& path) {
                       "-", g_temp_counter++);
 }
 
-// What kind of file `mode` is, for messages.
-const char* FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
 absl::Status TooLarge(const std::string& path, uint64_t max_bytes) {
   return absl::InvalidArgumentError(
       absl::StrCat(path, ": larger than the limit of ", max_bytes, " bytes"));
 }
 
 }  // namespace
+
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
 
 absl::StatusOr<int> OpenRegularFile(const std::string& path, uint64_t max_bytes,
                                     uint64_t* size) {
@@ -213,6 +213,17 @@ absl::Status RemoveAll(const std::string& path) {
     return ErrnoStatus("unlink", path);
   }
   return absl::OkStatus();
+}
+
+absl::Status RemoveAllAtomically(const std::string& path_in) {
+  const std::string path = StripTrailingSlash(path_in);
+  if (!PathExists(path)) return absl::OkStatus();
+  const std::string hidden = TempSibling(path);
+  if (::rename(path.c_str(), hidden.c_str()) != 0) {
+    return ErrnoStatus("rename to " + hidden, path);
+  }
+  XLNET_RETURN_IF_ERROR(SyncDir(DirName(path)));
+  return RemoveAll(hidden);
 }
 
 absl::StatusOr<AtomicDirWriter> AtomicDirWriter::Begin(

@@ -7,6 +7,8 @@
 // never a half-written one, even if the writer is killed at any point.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -20,6 +22,15 @@ namespace xlnet {
 
 // No bound on the size of a file that is read whole.
 inline constexpr uint64_t kNoSizeLimit = std::numeric_limits<uint64_t>::max();
+
+// The bound on configs and JSON state files read whole (YAML configs,
+// config.json, trainer_state.json, checksums.json, best.json, ...): far
+// above any real one, far below what would exhaust memory.
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{64} << 20;
+
+// What kind of file a non-regular `mode` (st_mode) is, for messages: "a
+// directory", "a FIFO", "a symbolic link", ...
+const char* FileKind(mode_t mode);
 
 // Opens `path` read-only to read it whole: refuses anything but a regular
 // file (a FIFO or device such as /dev/zero would block or never end, a
@@ -60,6 +71,11 @@ absl::Status MakeDirs(const std::string& dir);
 
 // Removes a file or a directory tree; a missing path is not an error.
 absl::Status RemoveAll(const std::string& path);
+
+// Removes a directory tree so that no reader ever sees it half removed: it is
+// first renamed to a hidden temporary sibling (which CleanStaleTemps removes
+// if this process dies before it has). A missing path is not an error.
+absl::Status RemoveAllAtomically(const std::string& path);
 
 // Builds a directory atomically:
 //

@@ -3,12 +3,63 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/logging.h"
 
 namespace xlnet {
+
+namespace {
+
+// The number after `key` in /proc/meminfo-style text ("MemAvailable:  123
+// kB"), in bytes; 0 when absent.
+uint64_t MeminfoBytes(const std::string& text, const std::string& key) {
+  const auto at = text.find(key);
+  if (at == std::string::npos) return 0;
+  return std::strtoull(text.c_str() + at + key.size(), nullptr, 10) * 1024;
+}
+
+// A cgroup v2 value ("max" or bytes) from /sys/fs/cgroup; 0 when unlimited
+// or unreadable.
+uint64_t CgroupBytes(const std::string& file) {
+  auto text = ReadFile("/sys/fs/cgroup/" + file, 4096);
+  if (!text.ok() || text->rfind("max", 0) == 0) return 0;
+  return std::strtoull(text->c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+uint64_t AvailableMemoryBytes() {
+  uint64_t available = 0;
+  if (auto meminfo = ReadFile("/proc/meminfo", 1 << 20); meminfo.ok()) {
+    available = MeminfoBytes(*meminfo, "MemAvailable:");
+  }
+  if (available == 0) {
+    available = static_cast<uint64_t>(::sysconf(_SC_AVPHYS_PAGES)) *
+                static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  }
+  if (const uint64_t limit = CgroupBytes("memory.max"); limit > 0) {
+    const uint64_t used = CgroupBytes("memory.current");
+    available = std::min(available, limit > used ? limit - used : 0);
+  }
+  return available;
+}
+
+int64_t CapThreads(int64_t requested, const std::string& key) {
+  const int64_t cores =
+      std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (requested <= cores) return requested;
+  XLOG(WARNING) << key << "=" << requested << " is more than the " << cores
+                << " cores of this machine; using " << cores;
+  return cores;
+}
 
 int ConfigureThreads(int64_t threads) {
   int n = static_cast<int>(threads);

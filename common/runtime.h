@@ -13,6 +13,14 @@ namespace xlnet {
 // LibTorch otherwise starts with one. Returns the count in use.
 int ConfigureThreads(int64_t threads);
 
+// `requested` threads, at most the machine's cores: a larger count from a
+// config (`key`, e.g. "train.threads") is capped with a warning naming it.
+int64_t CapThreads(int64_t requested, const std::string& key);
+
+// Bytes of memory this process can still allocate: /proc/meminfo's
+// MemAvailable, or less under a cgroup v2 memory limit.
+uint64_t AvailableMemoryBytes();
+
 // Parses "cpu", "cuda" or "cuda:N" and checks the device is usable in this
 // build (a CPU-only LibTorch refuses "cuda" with a clear error).
 absl::StatusOr<torch::Device> ParseDevice(const std::string& name);

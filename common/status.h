@@ -58,9 +58,13 @@ absl::Status CatchExceptions(const std::string& context, Fn&& fn) {
     return fn();
   } catch (const std::exception& e) {
     std::string what = e.what();
-    // c10::Error appends a C++ backtrace after the first line; keep it short.
-    auto pos = what.find("\nException raised from");
-    if (pos != std::string::npos) what.resize(pos);
+    // c10::Error appends a C++ backtrace after the message ("Exception
+    // raised from ..." or, for enforce failures such as an allocation,
+    // "frame #0: ..."); keep the message.
+    for (const char* backtrace : {"\nException raised from", "\nframe #"}) {
+      auto pos = what.find(backtrace);
+      if (pos != std::string::npos) what.resize(pos);
+    }
     return absl::InternalError(absl::StrCat(context, ": ", what));
   }
 }

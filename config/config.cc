@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -315,6 +317,13 @@ std::string LocationOf(const std::string& source, const YAML::Node& node) {
   return absl::StrCat(source, ":", mark.line + 1);
 }
 
+// "line N" of a "file:N" location (the location itself otherwise).
+std::string LineOf(const std::string& location) {
+  const auto colon = location.rfind(':');
+  if (colon == std::string::npos) return location;
+  return "line " + location.substr(colon + 1);
+}
+
 // Reads the fields of one section from a YAML mapping.
 struct YamlSectionReader {
   const YAML::Node& section;
@@ -518,18 +527,25 @@ std::string Got(double v) {
   return s.str();
 }
 
+// Model sizes are 32-bit (token ids are int32 in shards and batches); the
+// bound also keeps products of two sizes within int64.
+constexpr int64_t kMaxModelSize = std::numeric_limits<int32_t>::max();
+
 std::optional<Problem> CheckModel(const XLNetConfig& m) {
   Checker c("model");
-  c.Check(m.vocab_size > 0, "vocab_size",
-          "must be positive" + Got(m.vocab_size));
-  c.Check(m.d_model > 0, "d_model", "must be positive" + Got(m.d_model));
-  c.Check(m.n_layer > 0, "n_layer", "must be positive" + Got(m.n_layer));
-  c.Check(m.n_head > 0, "n_head", "must be positive" + Got(m.n_head));
-  c.Check(m.d_head > 0, "d_head", "must be positive" + Got(m.d_head));
+  for (auto [key, value] :
+       {std::pair<const char*, int64_t>{"vocab_size", m.vocab_size},
+        {"d_model", m.d_model},
+        {"n_layer", m.n_layer},
+        {"n_head", m.n_head},
+        {"d_head", m.d_head},
+        {"d_inner", m.d_inner}}) {
+    c.Check(value > 0 && value <= kMaxModelSize, key,
+            absl::StrCat("must be in [1, ", kMaxModelSize, "]") + Got(value));
+  }
   c.Check(m.d_model == m.n_head * m.d_head, "d_head",
           absl::StrCat("n_head * d_head must equal d_model (", m.n_head, " * ",
                        m.d_head, " != ", m.d_model, ")"));
-  c.Check(m.d_inner > 0, "d_inner", "must be positive" + Got(m.d_inner));
   c.OneOf<void>("ff_activation", m.ff_activation, {"gelu", "relu", "gelu_new"});
   c.OneOf<void>("attn_type", m.attn_type, {"bi", "uni"});
   c.Check(m.clamp_len >= -1, "clamp_len",
@@ -590,7 +606,8 @@ std::optional<Problem> CheckData(const DataConfig& d) {
           "must be positive" + Got(d.mask_alpha));
   c.Check(d.mask_beta > 0, "mask_beta", "must be positive" + Got(d.mask_beta));
   c.Check(d.max_gram >= 1, "max_gram", "must be >= 1" + Got(d.max_gram));
-  c.Check(d.prefetch_batches >= 0, "prefetch_batches", "must be >= 0");
+  c.Check(d.prefetch_batches >= 0 && d.prefetch_batches <= 256,
+          "prefetch_batches", "must be in [0, 256]" + Got(d.prefetch_batches));
   c.Check(d.loader_threads >= 1, "loader_threads", "must be >= 1");
   c.Check(d.eval_fraction >= 0 && d.eval_fraction < 1, "eval_fraction",
           "must be in [0, 1)" + Got(d.eval_fraction));
@@ -717,22 +734,40 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
   };
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    // One config per file: a second document would otherwise be ignored.
+    for (size_t i = 1; i < documents.size(); ++i) {
+      if (!documents[i].IsNull()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(LocationOf(source, documents[i]),
+                         ": a second YAML document; a config file holds one"));
+      }
+    }
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));
   }
-  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": expected a mapping with sections ",
                      absl::StrJoin(sections, ", ")));
   }
 
-  // Check sections and keys, remembering where each key was set.
+  // Check sections and keys, remembering where each key was set. YAML
+  // readers keep the first of two equal keys; a repeated one is an error.
   Locations locations;
+  std::map<std::string, std::string> section_lines;
   for (const auto& section_kv : root) {
     const std::string section = section_kv.first.as<std::string>();
+    const std::string section_at = LocationOf(source, section_kv.first);
+    if (auto [it, inserted] = section_lines.emplace(section, section_at);
+        !inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(section_at, ": duplicate section '", section,
+                       "' (first at ", LineOf(it->second), ")"));
+    }
     if (std::find(sections.begin(), sections.end(), section) ==
         sections.end()) {
       if (is_known(section)) {
@@ -759,7 +794,13 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
             absl::StrCat(LocationOf(source, kv.first), ": unknown key '",
                          section, ".", key, "'", DidYouMean(key, keys)));
       }
-      locations[absl::StrCat(section, ".", key)] = LocationOf(source, kv.first);
+      const std::string path = absl::StrCat(section, ".", key);
+      if (auto it = locations.find(path); it != locations.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(LocationOf(source, kv.first), ": duplicate key '",
+                         path, "' (first set at ", LineOf(it->second), ")"));
+      }
+      locations[path] = LocationOf(source, kv.first);
     }
   }
 
@@ -825,7 +866,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
 absl::StatusOr<Config> LoadConfig(const std::string& path,
                                   const std::vector<std::string>& overrides,
                                   const std::vector<std::string>& sections) {
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigFileBytes));
   return ParseConfig(text, path, overrides, sections);
 }
 
@@ -884,13 +925,7 @@ absl::Status ValidateModelConfig(const XLNetConfig& config) {
 
 absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
                                                  const std::string& source) {
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": invalid JSON at byte ", e.byte, ": ", e.what()));
-  }
+  XLNET_ASSIGN_OR_RETURN(Json root, ParseJson(json_text, source));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": expected a JSON object"));
@@ -937,6 +972,12 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
     config.id2label = names;
   } else if (root.contains("num_labels") && root["num_labels"].is_number()) {
     const int64_t n = root["num_labels"].get<int64_t>();
+    // A label list this long would be a config error, not a task.
+    constexpr int64_t kMaxLabels = 1 << 20;
+    if (n < 1 || n > kMaxLabels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": num_labels ", n, ": must be in [1, ", kMaxLabels, "]"));
+    }
     config.id2label.clear();
     for (int64_t i = 0; i < n; ++i) {
       config.id2label.push_back(absl::StrCat("LABEL_", i));
@@ -950,7 +991,7 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
 }
 
 absl::StatusOr<XLNetConfig> ReadModelConfigJson(const std::string& path) {
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigFileBytes));
   return ParseModelConfigJson(text, path);
 }
 

@@ -18,6 +18,7 @@
 #include "finetune/squad.h"
 #include "finetune/squad_eval.h"
 #include "model_io/model_dir.h"
+#include "train/run_dir.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
 
@@ -188,6 +189,16 @@ absl::StatusOr<Data> ReadSquadTask(const Config& config,
   finetune::SquadReadOptions read;
   XLNET_ASSIGN_OR_RETURN(read.bad_rows,
                          finetune::ParseBadRowPolicy(config.finetune.bad_rows));
+  const FinetuneConfig& ft = config.finetune;
+  // A window holds the question, 3 special tokens and some context.
+  if (ft.max_query_length + 3 >= ft.max_seq_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "finetune.max_query_length=", ft.max_query_length,
+        " leaves no room for context in finetune.max_seq_length=",
+        ft.max_seq_length,
+        " (a SQuAD window holds the question, 3 special tokens and at least "
+        "one context token): lower the first or raise the second"));
+  }
   finetune::SquadFeatureOptions features;
   features.max_seq_length = config.finetune.max_seq_length;
   features.doc_stride = config.finetune.doc_stride;
@@ -260,6 +271,8 @@ absl::Status WritePredictions(Task task, const std::string& out_dir,
 }  // namespace
 
 absl::Status RunFinetuning(const FinetuneOptions& options) {
+  // First: SIGTERM/SIGINT from now on end the run cleanly (exit 0).
+  InstallStopSignalHandlers();
   const std::string& train_path = options.train;
   const std::string& dev_path = options.dev;
   const std::string& test_path = options.test;
@@ -285,6 +298,11 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
   XLNET_ASSIGN_OR_RETURN(RankSetup setup_value, SetUpRank(&config));
   RankSetup* setup = &setup_value;
   const int rank = setup->env.rank;
+  // Held until the run ends (predictions and eval_results.json included).
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<RunDirectory> run_dir,
+                         RunDirectory::Open({out_dir, "fine-tuning",
+                                             options.resume, options.overwrite},
+                                            setup->group.get()));
 
   if (tokenizer_path.empty()) tokenizer_path = config.data.tokenizer;
   if (tokenizer_path.empty()) {

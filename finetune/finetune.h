@@ -31,8 +31,12 @@ struct FinetuneOptions {
   // Run directory: best/, checkpoints/, metrics.jsonl, eval_results.json,
   // predictions.
   std::string out_dir;
-  // "" (fresh), "latest" or a checkpoint directory.
+  // "" (a new run), "latest" or a checkpoint directory.
   std::string resume;
+  // A new run in an out_dir that holds a fine-tuning run: delete that run
+  // first. Without it (and without resume) such an out_dir is an error; an
+  // out_dir holding a pretraining run is refused either way.
+  bool overwrite = false;
   // spiece.model; empty: data.tokenizer, else the one in init_dir.
   std::string tokenizer;
   // Classification: comma-separated class names in id order (default: the

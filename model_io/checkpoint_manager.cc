@@ -2,15 +2,19 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -41,17 +45,24 @@ absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  // Only regular files: a FIFO or device named here would block or never end.
+  uint64_t size = 0;
+  XLNET_ASSIGN_OR_RETURN(const int fd,
+                         OpenRegularFile(path, kNoSizeLimit, &size));
   uLong crc = crc32(0L, Z_NULL, 0);
   std::vector<char> buffer(1 << 20);
-  while (in) {
-    in.read(buffer.data(), buffer.size());
-    const std::streamsize n = in.gcount();
-    if (n > 0)
-      crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), n);
+  while (true) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return absl::DataLossError(absl::StrCat(path, ": read failed"));
+    }
+    if (n == 0) break;
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()),
+                static_cast<uInt>(n));
   }
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  ::close(fd);
   return static_cast<uint32_t>(crc);
 }
 
@@ -80,12 +91,28 @@ absl::Status VerifyChecksums(const std::string& dir) {
         absl::StrCat(dir, "/", kChecksumsFile, ": no files"));
   }
   for (const auto& [name, entry] : manifest["files"].items()) {
+    // Names come from a file: they must name a file of this directory, never
+    // a path out of it.
+    if (name.empty() || name == "." || name == ".." ||
+        name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos) {
+      return absl::DataLossError(
+          absl::StrCat(dir, "/", kChecksumsFile, ": '", name,
+                       "' is not a file name in the checkpoint"));
+    }
     const std::string path = dir + "/" + name;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
+    if (::lstat(path.c_str(), &st) != 0) {
       return absl::DataLossError(absl::StrCat(path, ": missing"));
     }
-    if (!entry.contains("bytes") || !entry.contains("crc32") ||
+    // We write regular files only; a link could lead out of the directory.
+    if (!S_ISREG(st.st_mode)) {
+      return absl::DataLossError(absl::StrCat(path, ": not a regular file (",
+                                              FileKind(st.st_mode), ")"));
+    }
+    if (!entry.is_object() || !entry.contains("bytes") ||
+        !entry["bytes"].is_number_integer() || !entry.contains("crc32") ||
+        !entry["crc32"].is_number_unsigned() ||
         entry["bytes"].get<int64_t>() != static_cast<int64_t>(st.st_size)) {
       return absl::DataLossError(absl::StrCat(path, ": size ", st.st_size,
                                               " does not match the manifest"));
@@ -142,7 +169,7 @@ absl::Status CheckpointManager::Save(int64_t step,
   if (keep_ > 0) {
     std::vector<int64_t> steps = ListSteps();
     for (size_t i = 0; i + keep_ < steps.size(); ++i) {
-      XLNET_RETURN_IF_ERROR(RemoveAll(StepDir(steps[i])));
+      XLNET_RETURN_IF_ERROR(RemoveAllAtomically(StepDir(steps[i])));
     }
   }
   return CleanStaleTemps(checkpoints_dir_).status();
@@ -166,15 +193,25 @@ std::vector<int64_t> CheckpointManager::ListSteps() const {
   return steps;
 }
 
-std::optional<std::string> CheckpointManager::LatestValid() const {
-  std::vector<int64_t> steps = ListSteps();
+absl::StatusOr<std::optional<std::string>> CheckpointManager::LatestValid()
+    const {
+  const std::vector<int64_t> steps = ListSteps();
+  std::vector<std::string> problems;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const std::string dir = StepDir(*it);
     const absl::Status status = VerifyChecksums(dir);
-    if (status.ok()) return dir;
-    XLOG(WARNING) << "skipping checkpoint " << dir << ": " << status.message();
+    if (status.ok()) {
+      for (const std::string& problem : problems) {
+        XLOG(WARNING) << "skipping checkpoint " << problem;
+      }
+      return std::optional<std::string>(dir);
+    }
+    problems.push_back(absl::StrCat("step_", *it, ": ", status.message()));
   }
-  return std::nullopt;
+  if (problems.empty()) return std::optional<std::string>();
+  return absl::DataLossError(absl::StrCat(
+      "no checkpoint in ", checkpoints_dir_, " verifies (",
+      absl::StrJoin(problems, "; "), "); nothing was loaded or removed"));
 }
 
 }  // namespace xlnet

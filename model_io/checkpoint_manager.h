@@ -2,7 +2,7 @@
 // plus our state files, written atomically, with a checksum manifest
 // (checksums.json: CRC-32 and size of every other file) written last. A
 // checkpoint whose manifest is missing or does not match its files is never
-// loaded; LoadLatestValid() falls back to the newest one that verifies.
+// loaded; LatestValid() falls back to the newest one that verifies.
 #pragma once
 
 #include <map>
@@ -50,7 +50,8 @@ class CheckpointManager {
   std::string StepDir(int64_t step) const;
 
   // Writes step_<step>/ atomically (replacing one of the same step), then
-  // removes checkpoints beyond `keep` and stale temporaries.
+  // removes checkpoints beyond `keep` (each atomically: never visible half
+  // removed) and stale temporaries.
   absl::Status Save(int64_t step, const XLNetConfig& model_config,
                     const CheckpointContents& contents);
   // The same with config.json's text given (HF keys XLNetConfig lacks).
@@ -60,9 +61,11 @@ class CheckpointManager {
   // Steps of the checkpoints present (verified or not), ascending.
   std::vector<int64_t> ListSteps() const;
 
-  // The newest checkpoint directory that verifies, or nullopt if there is
-  // none; corrupt ones are skipped with a warning naming the problem.
-  std::optional<std::string> LatestValid() const;
+  // The newest checkpoint directory that verifies; nullopt when there is no
+  // checkpoint at all. Newer ones that do not verify are skipped with one
+  // warning each naming the problem. When checkpoints exist but none
+  // verifies: DataLoss naming each one and its problem (nothing is removed).
+  absl::StatusOr<std::optional<std::string>> LatestValid() const;
 
  private:
   std::string checkpoints_dir_;

@@ -19,6 +19,9 @@
 namespace xlnet {
 namespace {
 
+// spiece.model files are a few MB even for large vocabularies.
+constexpr uint64_t kMaxTokenizerBytes = uint64_t{256} << 20;
+
 bool IsEmptyDirectory(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) return false;
@@ -55,12 +58,27 @@ absl::Status CheckPaths(const ExportOptions& options) {
         absl::StrCat(dir, ": not a model directory (no ", kConfigFile, ")"));
   }
   const std::string& out = options.out;
-  if (PathExists(out)) {
-    std::error_code ec;
-    if (std::filesystem::equivalent(dir, out, ec)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(out, ": --out must not be the --checkpoint directory"));
+  // Writing --out replaces the whole directory: it must neither hold the
+  // source (a run directory above the checkpoint) nor lie inside it.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path source = fs::weakly_canonical(fs::absolute(dir), ec);
+  const fs::path target = fs::weakly_canonical(fs::absolute(out), ec);
+  const auto within = [](const fs::path& inner, const fs::path& outer) {
+    auto o = outer.begin(), i = inner.begin();
+    for (; o != outer.end() && !o->empty(); ++o, ++i) {
+      if (i == inner.end() || *i != *o) return false;
     }
+    return true;
+  };
+  if (!ec && (within(source, target) || within(target, source))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(out,
+                     ": --out must not be, hold or lie inside the --checkpoint "
+                     "directory ",
+                     dir, " (it is replaced as a whole)"));
+  }
+  if (PathExists(out)) {
     if (!IsDirectory(out)) {
       return absl::FailedPreconditionError(
           absl::StrCat(out, ": exists and is not a directory"));
@@ -158,9 +176,21 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
   ExportSummary summary;
   XLNET_ASSIGN_OR_RETURN(summary.tokenizer, FindTokenizer(options.checkpoint));
   XLNET_ASSIGN_OR_RETURN(const std::string tokenizer_bytes,
-                         ReadFile(summary.tokenizer));
+                         ReadFile(summary.tokenizer, kMaxTokenizerBytes));
+  if (!options.tokenizer_pieces) {
+    return absl::InternalError("ExportOptions::tokenizer_pieces is not set");
+  }
+  XLNET_ASSIGN_OR_RETURN(
+      const int64_t pieces,
+      options.tokenizer_pieces(tokenizer_bytes, summary.tokenizer));
   XLNET_ASSIGN_OR_RETURN(LoadedModel model,
                          LoadAny(options.checkpoint, options.encoder_only));
+  if (pieces > model.config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        summary.tokenizer, " has ", pieces, " pieces but the model's ",
+        "vocab_size is ", model.config.vocab_size, " (", options.checkpoint,
+        "/", kConfigFile, ")"));
+  }
   summary.architecture = model.architecture;
   NamedTensors tensors = std::move(model.whole);
   for (auto& [name, t] : tensors) {

@@ -16,10 +16,12 @@
 //     declares it (its state dict has it).
 //
 // Every tensor is validated by loading it into our model first (shapes,
-// names, config). The directory appears atomically and never replaces a
-// non-empty directory unless `overwrite`.
+// names, config), and spiece.model by `tokenizer_pieces` (special ids, no
+// more pieces than vocab_size). The directory appears atomically and never
+// replaces a non-empty directory unless `overwrite`, nor the source.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,8 +40,15 @@ struct ExportOptions {
   // "fp32" or "bf16" (float tensors cast to bfloat16; config.json
   // torch_dtype/dtype "bfloat16").
   std::string dtype = "fp32";
-  // Replace an existing non-empty `out`.
+  // Replace an existing non-empty `out` (never one that holds `checkpoint`
+  // or lies inside it).
   bool overwrite = false;
+  // Checks spiece.model as the other tools do and returns its number of
+  // pieces (an error names `path`). Required: xlnet-export passes
+  // data::Tokenizer's check (model_io cannot include data_pipeline/).
+  std::function<absl::StatusOr<int64_t>(const std::string& bytes,
+                                        const std::string& path)>
+      tokenizer_pieces;
 };
 
 struct ExportSummary {

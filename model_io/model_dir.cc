@@ -1,12 +1,96 @@
 #include "model_io/model_dir.h"
 
 #include <map>
+#include <set>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/json.h"
+#include "common/runtime.h"
 #include "common/status.h"
+#include "common/strings.h"
+#include "model/model_size.h"
 #include "model_io/torch_pickle.h"
 
 namespace xlnet {
+
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The sizes in config.json that decide how much a model built from it
+// allocates (vocab_size, d_model, n_layer, n_head, d_head, d_inner), against
+// the stored tensors that have them. Every disagreement in one error naming
+// config.json and the keys.
+absl::Status CheckConfigAgainstWeights(
+    const XLNetConfig& c,
+    const std::map<std::string, std::vector<int64_t>>& shapes,
+    const std::string& config_path, const std::string& weights_path) {
+  // A stored tensor named `name` with or without XLNetLMHeadModel's
+  // "transformer." prefix: its stored name and shape.
+  using Stored = std::pair<const std::string, std::vector<int64_t>>;
+  const auto find = [&](const std::string& name) -> const Stored* {
+    for (const std::string& stored : {"transformer." + name, name}) {
+      auto it = shapes.find(stored);
+      if (it != shapes.end()) return &*it;
+    }
+    return nullptr;
+  };
+  std::vector<std::string> problems;
+  const auto expect = [&](const char* key, int64_t configured,
+                          const Stored* tensor, size_t dim) {
+    if (tensor == nullptr) return;
+    const std::vector<int64_t>& shape = tensor->second;
+    if (shape.size() > dim && shape[dim] != configured) {
+      problems.push_back(absl::StrCat(key, " ", configured, " but ",
+                                      tensor->first, " is ", ShapeText(shape)));
+    }
+  };
+  const Stored* embedding = find("word_embedding.weight");
+  expect("vocab_size", c.vocab_size, embedding, 0);
+  expect("d_model", c.d_model, embedding, 1);
+  std::set<int64_t> layers;
+  for (const auto& [stored, shape] : shapes) {
+    std::string name = stored;
+    if (absl::StartsWith(name, "transformer.")) name = name.substr(12);
+    int64_t index = 0;
+    if (absl::StartsWith(name, "layer.") &&
+        absl::SimpleAtoi(name.substr(6, name.find('.', 6) - 6), &index)) {
+      layers.insert(index);
+    }
+  }
+  // A file without any layer (a partial state dict) says nothing of n_layer;
+  // the memory check still bounds what it asks for.
+  if (!layers.empty() && static_cast<int64_t>(layers.size()) != c.n_layer) {
+    problems.push_back(absl::StrCat("n_layer ", c.n_layer,
+                                    " but the weights have ", layers.size(),
+                                    " layers"));
+  }
+  const Stored* q = find("layer.0.rel_attn.q");
+  expect("n_head", c.n_head, q, 1);
+  expect("d_head", c.d_head, q, 2);
+  expect("d_inner", c.d_inner, find("layer.0.ff.layer_1.weight"), 0);
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(config_path, ": ",
+                                                 absl::StrJoin(problems, "; "),
+                                                 " (in ", weights_path, ")"));
+}
+
+// Loading `bytes` of tensors must fit in the memory available now.
+absl::Status CheckFitsInMemory(double bytes, const std::string& path) {
+  const double available = static_cast<double>(AvailableMemoryBytes());
+  if (bytes <= available) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      path, ": its tensors take ", HumanBytes(bytes), ", more than the ",
+      HumanBytes(available), " of memory available"));
+}
+
+}  // namespace
 
 absl::StatusOr<torch::Tensor> ModelDir::Tensor(const std::string& name) const {
   for (const auto& [stored, tensor] : tensors) {
@@ -31,6 +115,20 @@ absl::StatusOr<XLNetConfig> ReadModelDirConfig(const std::string& dir) {
         absl::StrCat(path, ": d_model ", config.d_model,
                      " != n_head * d_head = ", config.n_head * config.d_head));
   }
+  // Whoever builds a model from this config allocates what it says: its
+  // sizes against the stored shapes (the safetensors header only; a
+  // pytorch_model.bin is checked by ReadModelDir once read) and against
+  // memory, before anything is built.
+  const std::string weights_path = absl::StrCat(dir, "/", kWeightsFile);
+  if (PathExists(weights_path)) {
+    XLNET_ASSIGN_OR_RETURN(SafetensorsFile file,
+                           SafetensorsFile::Open(weights_path));
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const SafetensorsEntry& e : file.entries()) shapes[e.name] = e.shape;
+    XLNET_RETURN_IF_ERROR(
+        CheckConfigAgainstWeights(config, shapes, path, weights_path));
+  }
+  XLNET_RETURN_IF_ERROR(CheckModelFitsInMemory(config, path, ""));
   return config;
 }
 
@@ -39,18 +137,28 @@ absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir) {
   out.path = dir;
   XLNET_ASSIGN_OR_RETURN(out.config, ReadModelDirConfig(dir));
   const std::string config_path = absl::StrCat(dir, "/", kConfigFile);
-  XLNET_ASSIGN_OR_RETURN(const std::string text, ReadFile(config_path));
+  XLNET_ASSIGN_OR_RETURN(const std::string text,
+                         ReadFile(config_path, kMaxConfigFileBytes));
   out.config_json =
       nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   out.weights_path = absl::StrCat(dir, "/", kWeightsFile);
   if (PathExists(out.weights_path)) {
+    // ReadModelDirConfig checked config.json against this file's shapes.
     XLNET_ASSIGN_OR_RETURN(SafetensorsFile file,
                            SafetensorsFile::Open(out.weights_path));
+    XLNET_RETURN_IF_ERROR(CheckFitsInMemory(
+        static_cast<double>(file.data_bytes()), out.weights_path));
     XLNET_ASSIGN_OR_RETURN(out.tensors, file.LoadAll());
   } else if (PathExists(absl::StrCat(dir, "/", kTorchWeightsFile))) {
     out.weights_path = absl::StrCat(dir, "/", kTorchWeightsFile);
     XLNET_ASSIGN_OR_RETURN(out.tensors,
                            ReadTorchSaveStateDict(out.weights_path));
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& [name, t] : out.tensors) {
+      shapes[name] = t.sizes().vec();
+    }
+    XLNET_RETURN_IF_ERROR(CheckConfigAgainstWeights(
+        out.config, shapes, config_path, out.weights_path));
   } else {
     return absl::NotFoundError(absl::StrCat(dir, ": no ", kWeightsFile, " or ",
                                             kTorchWeightsFile, " beside ",
@@ -118,14 +226,13 @@ absl::Status WriteStateJson(const std::string& path, const std::string& kind,
 absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
                                              const std::string& kind,
                                              int max_version) {
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": not valid JSON (byte ", e.byte, ")"));
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigFileBytes));
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(text, path);
+  if (!parsed.ok()) {
+    // Our own file, damaged.
+    return absl::DataLossError(parsed.status().message());
   }
+  nlohmann::json root = std::move(*parsed);
   if (!root.is_object() || !root.contains("format") ||
       !root["format"].is_string() || root["format"] != kind) {
     return absl::InvalidArgumentError(

@@ -56,7 +56,11 @@ struct ModelDir {
 // directory or file.
 absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir);
 
-// Reads and validates DIR/config.json only.
+// Reads and validates DIR/config.json without loading a tensor: its sizes
+// (vocab_size, d_model, n_layer, n_head, d_head, d_inner) are checked
+// against the shapes in DIR/model.safetensors' header when there is one, and
+// the model they describe against the memory available, so that nothing is
+// allocated for a config.json that disagrees with its weights.
 absl::StatusOr<XLNetConfig> ReadModelDirConfig(const std::string& dir);
 
 // Resuming: copies the tensors of model directory `dir` into `tensors` by

@@ -50,6 +50,8 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   unit->mems_.resize(unit->accum_);
   data::SamplerOptions sampler_options;
   sampler_options.data = config.data;
+  sampler_options.data.loader_threads =
+      CapThreads(config.data.loader_threads, "data.loader_threads");
   sampler_options.batch_size = train.batch_size;
   sampler_options.seed = train.seed;
   sampler_options.rank = options.rank;

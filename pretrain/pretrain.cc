@@ -4,18 +4,24 @@
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
+#include "model/model_size.h"
 #include "model_io/model_dir.h"
 #include "pretrain/plm_unit.h"
 #include "train/distributed.h"
+#include "train/run_dir.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
 
 namespace xlnet {
 
 absl::Status RunPretraining(const PretrainOptions& options) {
+  // First: SIGTERM/SIGINT from now on end the run cleanly (exit 0).
+  InstallStopSignalHandlers();
   XLNET_ASSIGN_OR_RETURN(Config config,
                          LoadConfig(options.config_path, options.overrides,
                                     {"model", "data", "train"}));
+  XLNET_RETURN_IF_ERROR(
+      CheckModelFitsInMemory(config.model, options.config_path, "model."));
   XLNET_ASSIGN_OR_RETURN(const bool launched,
                          LaunchLocalRanksIfAsked(options.launch));
   if (launched) return absl::OkStatus();
@@ -23,6 +29,12 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   XLNET_ASSIGN_OR_RETURN(RankSetup rank, SetUpRank(&config));
   const DistEnv& env = rank.env;
   std::unique_ptr<ProcessGroup> group = std::move(rank.group);
+  // Held until the run ends: the lock, and no existing run replaced unless
+  // asked.
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<RunDirectory> run_dir,
+                         RunDirectory::Open({options.out_dir, "pretraining",
+                                             options.resume, options.overwrite},
+                                            group.get()));
   PlmUnitOptions unit_options;
   unit_options.config = config;
   unit_options.data_dir = options.data_dir;

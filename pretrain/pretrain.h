@@ -19,9 +19,12 @@ struct PretrainOptions {
   std::string data_dir;
   // Run directory: config.yaml, metrics.jsonl, checkpoints/.
   std::string out_dir;
-  // "" (fresh), "latest" (newest valid checkpoint in out_dir) or a
-  // checkpoint directory.
+  // "" (a new run), "latest" (the newest checkpoint in out_dir that
+  // verifies; a new run when there is none) or a checkpoint directory.
   std::string resume;
+  // A new run in an out_dir that holds a pretraining run: delete that run
+  // first. Without it (and without resume) such an out_dir is an error.
+  bool overwrite = false;
   // Start from this model directory (HF layout) instead of random weights.
   std::string init_dir;
   // Local ranks (--nproc_per_node, --master_port).

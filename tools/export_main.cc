@@ -6,6 +6,7 @@
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
+#include "data_pipeline/tokenizer.h"
 #include "model_io/export.h"
 
 namespace {
@@ -35,6 +36,14 @@ absl::Status Run(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
+  // spiece.model is checked as every other tool loads it.
+  options.tokenizer_pieces =
+      [](const std::string& bytes,
+         const std::string& path) -> absl::StatusOr<int64_t> {
+    XLNET_ASSIGN_OR_RETURN(auto tokenizer,
+                           xlnet::data::Tokenizer::FromBytes(bytes, path));
+    return tokenizer->vocab_size();
+  };
   XLNET_ASSIGN_OR_RETURN(const xlnet::ExportSummary summary,
                          xlnet::ExportModel(options));
   std::cout << "exported " << options.out << ": " << summary.architecture

@@ -13,7 +13,7 @@ absl::Status Run(int argc, char** argv) {
       "xlnet-finetune",
       "--task classification|regression|squad --init MODEL_DIR --out RUN_DIR "
       "[--train F] [--dev F] [--test F] [--config CFG.yaml] [--set k=v ...] "
-      "[--resume latest|DIR] [--from_scratch] [--do_predict] "
+      "[--resume latest|DIR | --overwrite] [--from_scratch] [--do_predict] "
       "[--nproc_per_node N]");
   flags.AddConfigFlags(&o.config_path, &o.overrides);
   flags.AddString("task", &o.task, "classification, regression or squad");
@@ -32,8 +32,11 @@ absl::Status Run(int argc, char** argv) {
                   "run directory: best/, checkpoints/, metrics.jsonl, "
                   "eval_results.json, predictions");
   flags.AddString("resume", &o.resume,
-                  "'latest' (newest valid checkpoint in --out) or a "
-                  "checkpoint directory");
+                  "'latest' (the newest checkpoint in --out that verifies; a "
+                  "new run when there is none) or a checkpoint directory");
+  flags.AddBool("overwrite", &o.overwrite,
+                "start a new run in an --out that holds a fine-tuning run, "
+                "deleting it (without --resume or this, that is an error)");
   flags.AddString("tokenizer", &o.tokenizer,
                   "spiece.model (default: data.tokenizer, else the one in "
                   "--init)");

@@ -11,7 +11,7 @@ absl::Status Run(int argc, char** argv) {
   xlnet::FlagParser flags(
       "xlnet-pretrain",
       "--config CFG.yaml --data DATA_DIR --out RUN_DIR [--set k=v ...] "
-      "[--resume latest|CHECKPOINT_DIR] [--init MODEL_DIR] "
+      "[--resume latest|CHECKPOINT_DIR | --overwrite] [--init MODEL_DIR] "
       "[--nproc_per_node N]");
   flags.AddConfigFlags(&o.config_path, &o.overrides);
   flags.AddString("data", &o.data_dir, "prepared shards (xlnet-data prepare)");
@@ -19,8 +19,11 @@ absl::Status Run(int argc, char** argv) {
                   "run directory: config.yaml, metrics.jsonl, checkpoints/");
   flags.AddString(
       "resume", &o.resume,
-      "'latest' (newest valid checkpoint in --out, if any) or a checkpoint "
-      "directory");
+      "'latest' (the newest checkpoint in --out that verifies; a new run "
+      "when there is none) or a checkpoint directory");
+  flags.AddBool("overwrite", &o.overwrite,
+                "start a new run in an --out that holds a pretraining run, "
+                "deleting it (without --resume or this, that is an error)");
   flags.AddString("init", &o.init_dir,
                   "start from this model directory (HF layout)");
   xlnet::AddLaunchFlags(flags, &o.launch);

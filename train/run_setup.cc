@@ -51,6 +51,8 @@ absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options) {
   if (options.nproc_per_node == 1 || std::getenv("WORLD_SIZE") != nullptr) {
     return false;
   }
+  // Stopped while starting up: no ranks to start, nothing to save.
+  if (StopRequested()) return true;
   XLNET_RETURN_IF_ERROR(LaunchLocalRanks(
       static_cast<int>(options.nproc_per_node), options.rank_args,
       static_cast<int>(options.master_port)));
@@ -62,7 +64,7 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   XLNET_ASSIGN_OR_RETURN(setup.env, DistEnvFromEnvironment());
   const DistEnv& env = setup.env;
   SetLogRank(env.rank);
-  int64_t threads = config->train.threads;
+  int64_t threads = CapThreads(config->train.threads, "train.threads");
   if (threads == 0) {
     // Share the cores between the local ranks.
     int local_world = 1;

@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -23,6 +25,9 @@ namespace {
 constexpr int kTrainerStateVersion = 1;
 constexpr char kTrainerStateFile[] = "trainer_state.json";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
+// metrics.jsonl is read whole on resume: a line per logged step is about
+// 200 bytes, so this is millions of steps.
+constexpr uint64_t kMaxMetricsBytes = uint64_t{1} << 30;
 
 std::atomic<bool> g_stop_requested{false};
 
@@ -42,6 +47,77 @@ void SetCpuRngState(const torch::Tensor& state) {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
+}
+
+// trainer_state.json, checked: every field of the right type and range.
+struct TrainerState {
+  int64_t step = 0;
+  int64_t skipped_steps = 0;
+  int64_t world_size = 1;
+  std::optional<double> loss_scale;
+  int64_t loss_scale_growth_tracker = 0;
+};
+
+// `key` of `state` as an integer >= `min` (`fallback` when absent and not
+// required); errors name `path` and the field.
+absl::StatusOr<int64_t> IntField(const nlohmann::json& state, const char* key,
+                                 const std::string& path, int64_t min,
+                                 std::optional<int64_t> fallback) {
+  if (!state.contains(key)) {
+    if (fallback) return *fallback;
+    return absl::DataLossError(absl::StrCat(path, ": no ", key));
+  }
+  const nlohmann::json& v = state[key];
+  if (!v.is_number_integer()) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", key, " must be an integer, got ", v.dump()));
+  }
+  const int64_t value = v.get<int64_t>();
+  if (value < min) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", key, " ", value, ": must be >= ", min));
+  }
+  return value;
+}
+
+// Reads and checks DIR/trainer_state.json. A checkpoint directory named
+// step_N must hold step N.
+absl::StatusOr<TrainerState> ReadTrainerState(const std::string& dir) {
+  const std::string path = dir + "/" + kTrainerStateFile;
+  XLNET_ASSIGN_OR_RETURN(nlohmann::json j, ReadStateJson(path, "trainer_state",
+                                                         kTrainerStateVersion));
+  TrainerState state;
+  XLNET_ASSIGN_OR_RETURN(state.step, IntField(j, "step", path, 0, {}));
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  name = name.substr(name.find_last_of('/') + 1);
+  int64_t dir_step = 0;
+  if (name.rfind("step_", 0) == 0 &&
+      absl::SimpleAtoi(name.substr(5), &dir_step) && dir_step != state.step) {
+    return absl::DataLossError(absl::StrCat(path, ": step ", state.step,
+                                            " is not the step of its "
+                                            "directory ",
+                                            name));
+  }
+  XLNET_ASSIGN_OR_RETURN(state.skipped_steps,
+                         IntField(j, "skipped_steps", path, 0, 0));
+  if (state.skipped_steps > state.step) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": skipped_steps ", state.skipped_steps,
+                     ": more than the ", state.step, " steps run"));
+  }
+  XLNET_ASSIGN_OR_RETURN(state.world_size,
+                         IntField(j, "world_size", path, 1, 1));
+  if (j.contains("loss_scale")) {
+    if (!j["loss_scale"].is_number()) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": loss_scale must be a number"));
+    }
+    state.loss_scale = j["loss_scale"].get<double>();
+  }
+  XLNET_ASSIGN_OR_RETURN(state.loss_scale_growth_tracker,
+                         IntField(j, "loss_scale_growth_tracker", path, 0, 0));
+  return state;
 }
 
 std::string FormatDuration(double seconds) {
@@ -64,6 +140,7 @@ void InstallStopSignalHandlers() {
 
 void RequestStop() { g_stop_requested = true; }
 void ClearStopRequest() { g_stop_requested = false; }
+bool StopRequested() { return g_stop_requested.load(); }
 
 Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
     : options_(std::move(options)),
@@ -83,6 +160,16 @@ Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
 Trainer::~Trainer() = default;
 
 int Trainer::rank() const { return group_ ? group_->rank() : 0; }
+
+bool Trainer::StopRequestedOnAnyRank() {
+  double stop = g_stop_requested.load() ? 1 : 0;
+  if (group_ && world_size() > 1) {
+    std::vector<torch::Tensor> t = {torch::tensor({stop}, torch::kFloat64)};
+    group_->AllReduceSum(t);
+    stop = t[0][0].item<double>();
+  }
+  return stop > 0;
+}
 int Trainer::world_size() const { return group_ ? group_->world_size() : 1; }
 
 absl::Status Trainer::AppendMetrics(const std::string& line) {
@@ -100,7 +187,7 @@ absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
   // run repeats; drop them so metrics.jsonl has each step once.
   const std::string path = options_.run_dir + "/metrics.jsonl";
   if (rank() != 0 || !PathExists(path)) return absl::OkStatus();
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxMetricsBytes));
   std::istringstream in(text);
   std::string line, kept;
   while (std::getline(in, line)) {
@@ -157,21 +244,18 @@ absl::Status Trainer::Save(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Restore(const std::string& dir) {
-  XLNET_RETURN_IF_ERROR(VerifyChecksums(dir));
-  XLNET_ASSIGN_OR_RETURN(nlohmann::json state,
-                         ReadStateJson(dir + "/" + kTrainerStateFile,
-                                       "trainer_state", kTrainerStateVersion));
+absl::Status Trainer::Restore(const std::string& dir, bool verified) {
+  if (!verified) XLNET_RETURN_IF_ERROR(VerifyChecksums(dir));
+  XLNET_ASSIGN_OR_RETURN(const TrainerState state, ReadTrainerState(dir));
   XLNET_RETURN_IF_ERROR(CopyWeightsFromDir(dir, unit_->StateDict()));
   XLNET_ASSIGN_OR_RETURN(SafetensorsFile optimizer,
                          SafetensorsFile::Open(dir + "/" + kOptimizerFile));
   XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
-  step_ = state["step"].get<int64_t>();
-  skipped_ = state.value("skipped_steps", int64_t{0});
-  if (scaler_ && state.contains("loss_scale")) {
+  step_ = state.step;
+  skipped_ = state.skipped_steps;
+  if (scaler_ && state.loss_scale) {
     XLNET_RETURN_IF_ERROR(Annotate(
-        scaler_->Restore(state["loss_scale"].get<double>(),
-                         state.value("loss_scale_growth_tracker", int64_t{0})),
+        scaler_->Restore(*state.loss_scale, state.loss_scale_growth_tracker),
         dir + "/" + kTrainerStateFile));
   }
   const std::string rng = dir + "/" + RngFile(rank());
@@ -275,24 +359,87 @@ absl::Status Trainer::Prepare() {
     const std::string best =
         absl::StrCat(options_.run_dir, "/", kBestDir, "/", kBestStateFile);
     if (PathExists(best)) {
-      XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(best));
-      try {
-        auto j = nlohmann::json::parse(text);
-        if (j.at("metric").get<std::string>() == options_.best_metric) {
-          best_value_ = j.at("value").get<double>();
-        }
-      } catch (const std::exception& e) {
-        return absl::DataLossError(absl::StrCat(best, ": ", e.what()));
+      XLNET_ASSIGN_OR_RETURN(std::string text,
+                             ReadFile(best, kMaxConfigFileBytes));
+      absl::StatusOr<nlohmann::json> j = ParseJson(text, best);
+      if (!j.ok()) return absl::DataLossError(j.status().message());
+      if (!j->is_object() || !j->contains("metric") ||
+          !(*j)["metric"].is_string() || !j->contains("value") ||
+          !(*j)["value"].is_number()) {
+        return absl::DataLossError(absl::StrCat(
+            best, ": expected a string 'metric' and a number 'value'"));
+      }
+      if ((*j)["metric"].get<std::string>() == options_.best_metric) {
+        best_value_ = (*j)["value"].get<double>();
       }
     }
   }
   if (options_.resume == "latest") {
-    if (auto dir = checkpoints_.LatestValid())
-      XLNET_RETURN_IF_ERROR(Restore(*dir));
+    XLNET_ASSIGN_OR_RETURN(const int64_t step, LatestValidStep());
+    if (step >= 0) {
+      // Rank 0 verified it; the others check what they read themselves.
+      XLNET_RETURN_IF_ERROR(
+          Restore(checkpoints_.StepDir(step), /*verified=*/rank() == 0));
+    } else {
+      // No checkpoint yet (a first start, or one that died before its first
+      // save): a fresh run, without what a dead attempt logged.
+      if (rank() == 0) {
+        XLOG(INFO) << "--resume latest: no checkpoint in "
+                   << checkpoints_.checkpoints_dir() << "; starting at step 0";
+      }
+      XLNET_RETURN_IF_ERROR(TruncateMetricsAfter(0));
+    }
   } else if (!options_.resume.empty()) {
-    XLNET_RETURN_IF_ERROR(Restore(options_.resume));
+    XLNET_RETURN_IF_ERROR(Restore(options_.resume, /*verified=*/false));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Trainer::LatestValidStep() {
+  // Rank 0 looks (and reports skipped checkpoints once); the others follow.
+  int64_t step = -1;
+  absl::Status status;
+  if (rank() == 0) {
+    absl::StatusOr<std::optional<std::string>> latest =
+        checkpoints_.LatestValid();
+    if (!latest.ok()) {
+      status = absl::Status(
+          latest.status().code(),
+          absl::StrCat(latest.status().message(),
+                       ". Restore a good copy, or start over without --resume "
+                       "and with --overwrite (which deletes them)"));
+    } else if (latest->has_value()) {
+      // An error here too must reach the other ranks, not leave them waiting.
+      absl::StatusOr<TrainerState> state = ReadTrainerState(**latest);
+      if (state.ok()) {
+        step = state->step;
+      } else {
+        status = state.status();
+      }
+    }
+  }
+  if (group_ && world_size() > 1) {
+    // [rank 0 failed, its step + 1]; the other ranks add zeros.
+    double failed = status.ok() ? 0 : 1;
+    double found = rank() == 0 ? static_cast<double>(step + 1) : 0;
+    XLNET_RETURN_IF_ERROR(CatchExceptions("choosing the checkpoint", [&]() {
+      std::vector<torch::Tensor> t = {
+          torch::tensor({failed, found}, torch::kFloat64)};
+      group_->AllReduceSum(t);
+      failed = t[0][0].item<double>();
+      found = t[0][1].item<double>();
+      return absl::OkStatus();
+    }));
+    if (rank() != 0) {
+      if (failed > 0) {
+        return absl::DataLossError(
+            "rank 0 found no checkpoint to resume (its error says why)");
+      }
+      step = static_cast<int64_t>(found) - 1;
+    }
+  }
+  XLNET_RETURN_IF_ERROR(status);
+  return step;
 }
 
 absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
@@ -437,6 +584,18 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   window_ = LogWindow();
   bad_in_a_row_ = 0;
   unit_->SetTraining(true);
+  if (StopRequestedOnAnyRank()) {
+    // Asked to stop while starting up: nothing new to save.
+    if (rank() == 0) {
+      XLOG(INFO) << "stop requested before the first step; nothing to save";
+    }
+    result.interrupted = true;
+    result.steps = step_;
+    result.skipped_steps = skipped_;
+    if (options_.resume.empty() || step_ == 0) return result;
+    result.last_checkpoint = checkpoints_.StepDir(step_);
+    return result;
+  }
   while (step_ < train.max_steps) {
     XLNET_ASSIGN_OR_RETURN(const StepRecord r, OptimizerStep());
     result.last_loss = r.loss;

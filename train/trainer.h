@@ -82,8 +82,9 @@ struct TrainerOptions {
   std::string config_yaml;
   // The run directory (metrics.jsonl, checkpoints/).
   std::string run_dir;
-  // Resume from: "" (fresh), "latest" (newest valid checkpoint in run_dir,
-  // fresh if none) or a checkpoint directory.
+  // Resume from: "" (fresh), "latest" (the newest checkpoint in run_dir
+  // that verifies; fresh when there is no checkpoint at all, an error when
+  // there are some but none verifies) or a checkpoint directory.
   std::string resume;
   // Print a progress line every log_steps (rank 0). Logged loss is the mean
   // over the steps since the previous line.
@@ -127,11 +128,15 @@ struct TrainResult {
 };
 
 // Installs SIGTERM/SIGINT handlers that ask running trainers to stop after
-// the current step (saving a checkpoint). Idempotent.
+// the current step (saving a checkpoint), or before the first step when the
+// signal comes while starting up. Idempotent; tools install them first
+// thing, before reading configs or starting LibTorch's work.
 void InstallStopSignalHandlers();
 // Requests a stop as a signal would (tests, embedding applications).
 void RequestStop();
 void ClearStopRequest();
+// Whether a stop was requested in this process.
+bool StopRequested();
 
 class Trainer {
  public:
@@ -176,7 +181,14 @@ class Trainer {
   // Adds the step to the window; every train.log_steps writes a
   // metrics.jsonl line and a progress line.
   absl::Status Log(const StepRecord& record);
-  absl::Status Restore(const std::string& dir);
+  // Loads checkpoint `dir` (checking its checksums unless `verified`).
+  absl::Status Restore(const std::string& dir, bool verified);
+  // --resume latest: the step of the newest checkpoint that verifies, -1
+  // when there is none; an error when checkpoints exist but none verifies.
+  // Rank 0 chooses; every rank gets its choice.
+  absl::StatusOr<int64_t> LatestValidStep();
+  // Whether a stop was requested on some rank (a collective).
+  bool StopRequestedOnAnyRank();
   // Runs TrainUnit::Evaluate, logs it and updates RUN/best/.
   absl::Status EvaluateAndKeepBest();
   absl::Status SaveBest(const std::map<std::string, double>& eval);

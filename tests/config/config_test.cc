@@ -140,6 +140,29 @@ TEST(ConfigTest, InvalidYamlNamesLine) {
   EXPECT_FALSE(config.ok());
 }
 
+// A key given twice (in a section, or a section twice) and a second YAML
+// document are errors naming both lines, not silently first-wins or ignored.
+TEST(ConfigTest, DuplicateKeysAndSecondDocumentsAreErrors) {
+  auto config = ParseConfig("train:\n  lr: 1e-3\n  lr: 5e-5\n", "d.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "d.yaml:3: duplicate key 'train.lr' (first set at line 2)");
+  config = ParseConfig(
+      "train:\n  lr: 1e-3\nmodel:\n  d_model: 64\ntrain:\n  seed: 1\n",
+      "d.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "d.yaml:5: duplicate section 'train' (first at line 1)");
+  config =
+      ParseConfig("train:\n  lr: 1e-3\n---\ntrain:\n  lr: 5e-5\n", "two.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "two.yaml:4: a second YAML document; a config file holds one");
+  // A document end marker or a trailing empty document is no second config.
+  EXPECT_TRUE(ParseConfig("train:\n  lr: 1e-3\n...\n", "end.yaml").ok());
+  // config.json: the same rule (JSON readers differ on which one wins).
+  auto json =
+      ParseModelConfigJson(R"({"d_model": 64, "d_model": 128})", "c.json");
+  EXPECT_EQ(Message(json.status()), "c.json: duplicate key 'd_model'");
+}
+
 TEST(ConfigTest, OverridesApplyAndAreNamedInErrors) {
   auto config =
       ParseConfig("train:\n  lr: 1e-3\n", "o.yaml",

@@ -1,8 +1,14 @@
 #include "model_io/checkpoint_manager.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/test_util.h"
 
@@ -16,13 +22,15 @@ XLNetConfig TinyModel() {
   c.n_head = 1;
   c.d_head = 4;
   c.n_layer = 1;
+  c.d_inner = 8;
   return c;
 }
 
 CheckpointContents Contents(float value) {
   CheckpointContents c;
   c.model = {
-      {"transformer.word_embedding.weight", torch::full({10, 4}, value)}};
+      {"transformer.word_embedding.weight", torch::full({10, 4}, value)},
+      {"transformer.layer.0.ff.layer_1.weight", torch::full({8, 4}, value)}};
   c.tensor_files["optimizer.safetensors"] = {
       {"step", torch::tensor(int64_t{3})}};
   c.text_files["config.yaml"] = "train:\n  lr: 0.1\n";
@@ -36,17 +44,19 @@ TEST(CheckpointTest, SaveVerifyAndKeepNewest) {
     ASSERT_TRUE(manager.Save(step, TinyModel(), Contents(step)).ok());
   }
   EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{20, 30}));
-  auto latest = manager.LatestValid();
-  ASSERT_TRUE(latest.has_value());
-  EXPECT_EQ(*latest, manager.StepDir(30));
-  EXPECT_TRUE(VerifyChecksums(*latest).ok());
-  auto dir = ReadModelDir(*latest);
+  auto found = manager.LatestValid();
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  const std::string latest = **found;
+  EXPECT_EQ(latest, manager.StepDir(30));
+  EXPECT_TRUE(VerifyChecksums(latest).ok());
+  auto dir = ReadModelDir(latest);
   ASSERT_TRUE(dir.ok()) << dir.status();
   EXPECT_EQ(
       dir->Tensor("transformer.word_embedding.weight")->max().item<float>(),
       30.0f);
-  EXPECT_TRUE(PathExists(*latest + "/optimizer.safetensors"));
-  EXPECT_TRUE(PathExists(*latest + "/config.yaml"));
+  EXPECT_TRUE(PathExists(latest + "/optimizer.safetensors"));
+  EXPECT_TRUE(PathExists(latest + "/config.yaml"));
 }
 
 TEST(CheckpointTest, CorruptNewestFallsBackToPrevious) {
@@ -65,7 +75,7 @@ TEST(CheckpointTest, CorruptNewestFallsBackToPrevious) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(status.message().find("model.safetensors: checksum mismatch"),
             std::string::npos);
-  EXPECT_EQ(manager.LatestValid(), manager.StepDir(1));
+  EXPECT_EQ(*manager.LatestValid(), manager.StepDir(1));
 }
 
 TEST(CheckpointTest, TruncatedOrUnmanifestedCheckpointIsNeverLoaded) {
@@ -77,17 +87,89 @@ TEST(CheckpointTest, TruncatedOrUnmanifestedCheckpointIsNeverLoaded) {
   // step_7 truncated, step_6 lost its manifest (e.g. copied by hand).
   ::truncate((manager.StepDir(7) + "/optimizer.safetensors").c_str(), 4);
   ASSERT_TRUE(RemoveAll(manager.StepDir(6) + "/checksums.json").ok());
-  EXPECT_EQ(manager.LatestValid(), manager.StepDir(5));
+  EXPECT_EQ(*manager.LatestValid(), manager.StepDir(5));
   // A half-written checkpoint is a hidden temporary, not a step_ directory.
   ASSERT_TRUE(MakeDirs(manager.checkpoints_dir() + "/.step_8.tmp-1-0").ok());
   EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{5, 6, 7}));
+}
+
+// checksums.json is ours, but a hand-edited or forged one must not make the
+// verifier read outside the checkpoint, read a device or FIFO forever, or
+// follow a link out: each is an error naming the entry.
+TEST(CheckpointTest, ManifestNamesAreConfinedAndSpecialFilesRefused) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), 0);
+  ASSERT_TRUE(manager.Save(1, TinyModel(), Contents(1)).ok());
+  const std::string dir = manager.StepDir(1);
+  const std::string manifest_path = dir + "/checksums.json";
+  const nlohmann::json good = testing::ReadJsonFile(manifest_path);
+  // A regular file outside the checkpoint, with its true size and CRC.
+  const std::string outside = tmp.Join("outside.bin");
+  ASSERT_TRUE(WriteFileAtomic(outside, "secret").ok());
+  const uint32_t outside_crc = *FileCrc32(outside);
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  ASSERT_EQ(::symlink(outside.c_str(), (dir + "/link").c_str()), 0);
+  struct Case {
+    std::string name;
+    nlohmann::json entry;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"../../outside.bin",
+       {{"crc32", outside_crc}, {"bytes", 6}},
+       "'../../outside.bin' is not a file name in the checkpoint"},
+      {"../../../../../../../../dev/zero",
+       {{"crc32", 0}, {"bytes", 0}},
+       "is not a file name in the checkpoint"},
+      {"fifo", {{"crc32", 0}, {"bytes", 0}}, "fifo: not a regular file"},
+      {"link",
+       {{"crc32", outside_crc}, {"bytes", 6}},
+       "link: not a regular file"},
+      {"", {{"crc32", 0}, {"bytes", 0}}, "'' is not a file name"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json manifest = good;
+    manifest["files"][c.name] = c.entry;
+    ASSERT_TRUE(WriteFileAtomic(manifest_path, manifest.dump()).ok());
+    // Run the check on a thread so that a verifier reading a device forever
+    // fails the test instead of hanging it.
+    auto done = std::make_shared<std::promise<absl::Status>>();
+    std::future<absl::Status> status = done->get_future();
+    std::thread([done, dir]() {
+      done->set_value(VerifyChecksums(dir));
+    }).detach();
+    ASSERT_EQ(status.wait_for(std::chrono::seconds(20)),
+              std::future_status::ready)
+        << c.name << ": still reading";
+    const absl::Status s = status.get();
+    EXPECT_FALSE(s.ok()) << c.name;
+    EXPECT_NE(s.message().find(c.expected), std::string::npos)
+        << c.name << ": " << s;
+  }
+}
+
+// Every state file is read with a bound: a checksums.json of a gigabyte (a
+// sparse file here) is refused before it is read.
+TEST(CheckpointTest, OversizedManifestIsRefused) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), 0);
+  ASSERT_TRUE(manager.Save(1, TinyModel(), Contents(1)).ok());
+  const std::string manifest = manager.StepDir(1) + "/checksums.json";
+  ASSERT_EQ(::truncate(manifest.c_str(), int64_t{1} << 30), 0);
+  const absl::Status s = VerifyChecksums(manager.StepDir(1));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("checksums.json: larger than the limit"),
+            std::string::npos)
+      << s;
 }
 
 TEST(CheckpointTest, NoCheckpoints) {
   testing::TempDir tmp;
   CheckpointManager manager(tmp.path(), 3);
   EXPECT_TRUE(manager.ListSteps().empty());
-  EXPECT_FALSE(manager.LatestValid().has_value());
+  auto latest = manager.LatestValid();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_FALSE(latest->has_value());
 }
 
 }  // namespace

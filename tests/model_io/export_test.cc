@@ -74,6 +74,16 @@ class ExportTest : public ::testing::Test {
     ExportOptions o;
     o.checkpoint = step_;
     o.out = tmp_.Join(out);
+    // The tokenizer check of xlnet-export is data::Tokenizer's (tested in
+    // tests/tools); here a stand-in that accepts the fixture's bytes.
+    o.tokenizer_pieces =
+        [](const std::string& bytes,
+           const std::string& path) -> absl::StatusOr<int64_t> {
+      if (bytes != kTokenizerBytes) {
+        return absl::InvalidArgumentError(path + ": not the fixture");
+      }
+      return 100;
+    };
     return o;
   }
   torch::Tensor LmLogits(const std::string& dir) {
@@ -285,8 +295,12 @@ TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
                   .ok());
   s = ExportModel(o);
   EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(absl::StrContains(s.status().message(),
-                                "transformer.layer.0.ff.layer_1.weight: shape"))
+  // config.json's sizes are checked against the stored shapes before a
+  // model is built from them.
+  EXPECT_TRUE(absl::StrContains(
+      s.status().message(),
+      "config.json: d_inner 128 but transformer.layer.0.ff.layer_1.weight is "
+      "[256, 64]"))
       << s.status();
   // No tokenizer anywhere: every place looked at is named.
   const std::string lone = tmp_.Join("lone/a/b");
@@ -327,13 +341,59 @@ TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
   EXPECT_TRUE(ExportModel(Options("empty")).ok());
 }
 
+// The tokenizer is checked before anything is written: the check's error
+// comes back, and more pieces than the model's vocab_size is an error.
+TEST_F(ExportTest, TokenizerIsChecked) {
+  auto o = Options("hf");
+  o.tokenizer_pieces = [](const std::string&,
+                          const std::string& path) -> absl::StatusOr<int64_t> {
+    return absl::InvalidArgumentError(path + ": bad tokenizer");
+  };
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().message(), run_ + "/spiece.model: bad tokenizer");
+  o.tokenizer_pieces = [](const std::string&,
+                          const std::string&) -> absl::StatusOr<int64_t> {
+    return 129;  // the golden model's vocab_size is 128
+  };
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(),
+                                "spiece.model has 129 pieces but the model's "
+                                "vocab_size is 128"))
+      << s.status();
+  o.tokenizer_pieces = nullptr;
+  EXPECT_FALSE(ExportModel(o).ok());
+  EXPECT_FALSE(PathExists(o.out));
+}
+
+// --overwrite replaces the output, never the source: an --out that holds
+// the checkpoint (its run directory) or lies inside it is refused, and both
+// stay as they were.
+TEST_F(ExportTest, OverwriteNeverDeletesTheSource) {
+  for (const std::string& out : {run_, run_ + "/checkpoints", step_ + "/hf"}) {
+    ExportOptions o = Options("unused");
+    o.out = out;
+    o.overwrite = true;
+    auto s = ExportModel(o);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << out << ": " << s.status();
+    EXPECT_TRUE(absl::StrContains(s.status().message(), "--checkpoint"))
+        << s.status();
+    EXPECT_EQ(ListDir(step_),
+              (std::vector<std::string>{"config.json", "model.safetensors"}));
+    EXPECT_TRUE(PathExists(run_ + "/" + kTokenizerFile));
+  }
+}
+
 TEST_F(ExportTest, Tool) {
+  // The fixture's spiece.model is not a SentencePiece model: the tool checks
+  // it as every tool loads one (a real export runs in tests/tools).
   const std::string out = tmp_.Join("tool_out");
   auto r = RunCommand(ToolPath("export") + " --checkpoint " + step_ +
                       " --out " + out + " --encoder_only --dtype bf16");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "XLNetModel")) << r.output;
-  EXPECT_TRUE(PathExists(out + "/spiece.model"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, run_ + "/spiece.model")) << r.output;
+  EXPECT_FALSE(PathExists(out));
   r = RunCommand(ToolPath("export") + " --checkpoint " + step_ + " --out " +
                  tmp_.Join("o2") + " --dtype int8");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -170,7 +170,9 @@ TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
   EXPECT_EQ(code, 0) << (text.ok() ? *text : "");
   CheckpointManager manager(run.path(), 0);
   ASSERT_FALSE(manager.ListSteps().empty());
-  EXPECT_TRUE(manager.LatestValid().has_value());
+  auto latest = manager.LatestValid();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_TRUE(latest->has_value());
 }
 
 TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
@@ -233,6 +235,145 @@ TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
   const double diff = MaxDiff(Weights(one.Join("checkpoints/step_3")),
                               Weights(accum.Join("checkpoints/step_3")));
   EXPECT_LE(diff, 1e-6);
+}
+
+// An existing run is never replaced without asking: a plain re-run into its
+// --out is an error naming --resume and --overwrite, and leaves every file
+// as it was; --overwrite starts over.
+TEST_F(PretrainE2ETest, ExistingRunIsNotClobbered) {
+  testing::TempDir run;
+  const std::string settings =
+      "--set train.max_steps=4 --set train.save_steps=2 --set "
+      "train.log_steps=1";
+  CommandResult r = RunCommand(Command(run.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string metrics = *ReadFile(run.Join("metrics.jsonl"));
+  const std::string config = *ReadFile(run.Join("config.yaml"));
+  const std::string weights =
+      *ReadFile(run.Join("checkpoints/step_4/model.safetensors"));
+  r = RunCommand(Command(run.path(), settings + " --set train.lr=0.5"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(run.path() + " already holds a pretraining run"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--resume latest"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--overwrite"), std::string::npos) << r.output;
+  EXPECT_EQ(*ReadFile(run.Join("metrics.jsonl")), metrics);
+  EXPECT_EQ(*ReadFile(run.Join("config.yaml")), config);
+  EXPECT_EQ(*ReadFile(run.Join("checkpoints/step_4/model.safetensors")),
+            weights);
+  // --overwrite: a new run from step 0 (its 2 steps only; step_4 is gone).
+  r = RunCommand(Command(run.path(),
+                         "--set train.max_steps=2 --set train.log_steps=1 "
+                         "--overwrite"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Metrics(run.path()).size(), 2u);
+  EXPECT_FALSE(PathExists(run.Join("checkpoints/step_4")));
+  EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_2")).ok());
+  // The two ways of starting cannot be combined.
+  r = RunCommand(Command(run.path(), "--resume latest --overwrite"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_2")).ok());
+}
+
+// One process per run directory: a second one on the same --out stops at
+// once and names the holder; the first one is undisturbed.
+TEST_F(PretrainE2ETest, SecondProcessOnARunIsRefusedAndNamesTheHolder) {
+  testing::TempDir run, logs;
+  const pid_t first = testing::SpawnCommand(
+      Command(run.path(),
+              "--set train.max_steps=100000 --set train.save_steps=0 "
+              "--set train.log_steps=1"),
+      logs.Join("first.txt"));
+  for (int i = 0; i < 600 && Metrics(run.path()).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(Metrics(run.path()).empty());
+  CommandResult r =
+      RunCommand(Command(run.path(),
+                         "--resume latest --set train.max_steps=2 --set "
+                         "train.log_steps=1"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is in use by pid " + std::to_string(first)),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("xlnet-pretrain"), std::string::npos) << r.output;
+  testing::KillGroup(first, SIGTERM);
+  EXPECT_EQ(testing::WaitPid(first), 0) << *ReadFile(logs.Join("first.txt"));
+  // Its metrics are its own: one line per step, steps 1, 2, 3, ...
+  const auto metrics = Metrics(run.path());
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    EXPECT_EQ(metrics[i]["step"].get<int64_t>(), static_cast<int64_t>(i + 1));
+  }
+}
+
+// The stop handlers are in place before the config is read or LibTorch set
+// up: SIGTERM as soon as the process catches it exits 0 before any step,
+// and the run directory resumes.
+TEST_F(PretrainE2ETest, EarlySigtermExitsZeroBeforeAnyStep) {
+  testing::TempDir run, logs;
+  const pid_t pid = testing::SpawnCommand(
+      Command(run.path(), "--set train.max_steps=3 --set train.log_steps=1"),
+      logs.Join("log.txt"));
+  // SigCgt in /proc/PID/status: the signals the process catches (SIGTERM is
+  // bit 14).
+  bool caught = false;
+  for (int i = 0; i < 20000 && !caught; ++i) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigCgt:", 0) == 0) {
+        caught =
+            (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+      }
+    }
+    if (!caught) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  ASSERT_TRUE(caught);
+  testing::KillGroup(pid, SIGTERM);
+  EXPECT_EQ(testing::WaitPid(pid), 0) << *ReadFile(logs.Join("log.txt"));
+  EXPECT_TRUE(Metrics(run.path()).empty());
+  CheckpointManager manager(run.path(), 0);
+  EXPECT_TRUE(manager.ListSteps().empty());
+  CommandResult r =
+      RunCommand(Command(run.path(),
+                         "--set train.max_steps=3 --set train.log_steps=1 "
+                         "--resume latest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Metrics(run.path()).size(), 3u);
+}
+
+// Sizes from a config are checked before anything is allocated: a model too
+// large for this machine is a one-line error naming the key.
+TEST_F(PretrainE2ETest, HugeModelIsAOneLineErrorNamingTheKey) {
+  testing::TempDir run;
+  // A cap on address space keeps a build without the check from taking the
+  // machine's memory (it then fails at the cap instead).
+  const std::string cap = "ulimit -v 4000000; ";
+  CommandResult r = RunCommand(
+      cap + Command(run.path(), "--set model.vocab_size=1000000000000"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.vocab_size"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  r = RunCommand(cap + Command(run.path(), "--set model.n_layer=1000000"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.n_layer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("memory"), std::string::npos) << r.output;
+}
+
+// Thread counts from a config are capped at the machine's cores, with a
+// warning naming the key, instead of starting 100000 threads.
+TEST_F(PretrainE2ETest, ThreadCountsAreCapped) {
+  testing::TempDir run;
+  const CommandResult r =
+      RunCommand("ulimit -v 4000000; " +
+                 Command(run.path(),
+                         "--set train.max_steps=2 --set train.threads=100000 "
+                         "--set data.loader_threads=100000"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.threads=100000"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("data.loader_threads=100000"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(PretrainE2ETest, BadInputGivesOneLineErrors) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -282,6 +283,109 @@ TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
       ReadJsonFile(run.Join("run/eval_results.json"));
   EXPECT_TRUE(results.contains("dev"));
   EXPECT_FALSE(results.contains("test"));
+}
+
+// Copies directory `from` to `to` (cp -a).
+void CopyTree(const std::string& from, const std::string& to) {
+  ASSERT_EQ(RunCommand("cp -a '" + from + "' '" + to + "'").exit_code, 0);
+}
+
+// Every file under `dir` with its bytes (to see that nothing changed), but
+// run.lock: each process that takes the lock writes its own pid there.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  const CommandResult r =
+      RunCommand("cd '" + dir + "' && find . -type f ! -name run.lock");
+  std::istringstream names(r.output);
+  for (std::string name; std::getline(names, name);) {
+    files[name] = *ReadFile(dir + "/" + name);
+  }
+  return files;
+}
+
+// xlnet-finetune --out pointing at a pretraining run never touches it: not
+// as a fresh run, not with --overwrite, not with --resume latest; nor one
+// written before run.json existed (its kind comes from its checkpoints).
+TEST_F(FinetuneE2ETest, FinetuneNeverWritesIntoAPretrainingRun) {
+  testing::TempDir tmp;
+  const std::string pretrain = tmp.Join("pretrain");
+  CopyTree(tmp_->Join("pretrain"), pretrain);
+  for (const bool legacy : {false, true}) {
+    if (legacy) ASSERT_TRUE(RemoveAll(pretrain + "/run.json").ok());
+    const auto before = Snapshot(pretrain);
+    for (const char* how : {"", " --overwrite", " --resume latest"}) {
+      const CommandResult r = RunCommand(Finetune(
+          "classification", "--train " + Genre("train") + " --out " + pretrain +
+                                " --set train.max_steps=2" + how));
+      EXPECT_EQ(r.exit_code, 2) << how << ": " << r.output;
+      EXPECT_NE(r.output.find(pretrain + " already holds a pretraining run"),
+                std::string::npos)
+          << how << ": " << r.output;
+      EXPECT_EQ(Snapshot(pretrain), before) << legacy << how;
+    }
+  }
+}
+
+// xlnet-export checks spiece.model as the other tools do: garbage or an
+// empty file is an error naming it, and nothing is written.
+TEST_F(FinetuneE2ETest, ExportRefusesABadTokenizer) {
+  testing::TempDir tmp;
+  const std::string checkpoint = tmp.Join("step_60");
+  CopyTree(checkpoint_, checkpoint);
+  for (const std::string& bytes : {std::string("garbage\n"), std::string()}) {
+    ASSERT_TRUE(WriteFileAtomic(checkpoint + "/spiece.model", bytes).ok());
+    const CommandResult r = RunCommand(ToolPath("export") + " --checkpoint " +
+                                       checkpoint + " --out " + tmp.Join("hf"));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(checkpoint + "/spiece.model"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(PathExists(tmp.Join("hf")));
+  }
+}
+
+// A config.json that disagrees with its weights (n_layer 100000 beside a
+// 2-layer model.safetensors) is an error naming the key, found before the
+// model is built (the address-space cap makes a build that allocates first
+// fail instead of taking the machine's memory).
+TEST_F(FinetuneE2ETest, ConfigSizesAreCheckedAgainstTheWeights) {
+  testing::TempDir tmp;
+  const std::string checkpoint = tmp.Join("step_60");
+  CopyTree(checkpoint_, checkpoint);
+  nlohmann::json config = ReadJsonFile(checkpoint + "/config.json");
+  config["n_layer"] = 100000;
+  ASSERT_TRUE(WriteFileAtomic(checkpoint + "/config.json", config.dump()).ok());
+  CommandResult r =
+      RunCommand("ulimit -v 4000000; " + ToolPath("export") + " --checkpoint " +
+                 checkpoint + " --out " + tmp.Join("hf"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(checkpoint + "/config.json: n_layer 100000"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("2 layers"), std::string::npos) << r.output;
+  r = RunCommand("ulimit -v 4000000; " +
+                 Finetune("classification", "--init " + checkpoint +
+                                                " --train " + Genre("train") +
+                                                " --out " + tmp.Join("ft")));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(checkpoint + "/config.json: n_layer 100000"),
+            std::string::npos)
+      << r.output;
+}
+
+// SQuAD window settings that leave no room are named by their keys.
+TEST_F(FinetuneE2ETest, SquadLengthErrorsNameTheirKeys) {
+  testing::TempDir run;
+  const std::string squad =
+      SourcePath("tests/fixtures/finetune/squad_v2_small.json");
+  const CommandResult r =
+      RunCommand(Finetune("squad", "--train " + squad + " --out " + run.path() +
+                                       " --set finetune.max_seq_length=32"
+                                       " --set finetune.max_query_length=40"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("finetune.max_query_length"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("finetune.max_seq_length"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(FinetuneE2ETest, BagOfWordsBaseline) {

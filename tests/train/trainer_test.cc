@@ -34,11 +34,14 @@ class RegressionUnit : public TrainUnit {
   }
   NamedTensors StateDict() override { return Parameters(); }
   std::string ModelConfigJson() override {
+    // What the stored shapes say: one layer whose feed-forward input is 6
+    // wide with 2 outputs.
     XLNetConfig c;
     c.vocab_size = 16;
-    c.d_model = 8;
+    c.d_model = 6;
     c.n_head = 2;
-    c.d_head = 4;
+    c.d_head = 3;
+    c.d_inner = 2;
     c.n_layer = 1;
     return ModelConfigToJson(c);
   }
@@ -259,6 +262,103 @@ TEST(TrainerTest, ResumeAfterCrashDropsRepeatedMetrics) {
     EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
 }
 
+// --resume latest when checkpoints exist but none verifies: an error naming
+// each checkpoint and its problem; nothing is deleted or restarted.
+TEST(TrainerTest, ResumeLatestWithNoValidCheckpointIsAnError) {
+  testing::TempDir tmp;
+  {
+    RegressionUnit unit(8);
+    ASSERT_TRUE(Trainer(Options(tmp.path(), 8), &unit, nullptr).Run().ok());
+  }
+  // step_4 truncated, step_8 without its manifest.
+  ASSERT_EQ(
+      ::truncate(tmp.Join("checkpoints/step_4/optimizer.safetensors").c_str(),
+                 3),
+      0);
+  ASSERT_TRUE(RemoveAll(tmp.Join("checkpoints/step_8/checksums.json")).ok());
+  const std::string metrics_before = *ReadFile(tmp.Join("metrics.jsonl"));
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 12);
+  options.resume = "latest";
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  const std::string message(result.status().message());
+  EXPECT_NE(
+      message.find("no checkpoint in " + tmp.Join("checkpoints") + " verifies"),
+      std::string::npos)
+      << message;
+  EXPECT_NE(message.find("step_8: " + tmp.Join("checkpoints/step_8") +
+                         "/checksums.json: cannot open"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("step_4: " + tmp.Join("checkpoints/step_4") +
+                         "/optimizer.safetensors: size 3"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("--overwrite"), std::string::npos) << message;
+  EXPECT_TRUE(PathExists(tmp.Join("checkpoints/step_4/model.safetensors")));
+  EXPECT_TRUE(PathExists(tmp.Join("checkpoints/step_8/model.safetensors")));
+  EXPECT_EQ(*ReadFile(tmp.Join("metrics.jsonl")), metrics_before);
+}
+
+// --resume latest with no checkpoint at all starts fresh (the first start
+// under an agent that re-runs the same command line); what a killed first
+// attempt logged before its first checkpoint is dropped, not repeated.
+TEST(TrainerTest, ResumeLatestWithoutCheckpointsStartsFreshOnce) {
+  testing::TempDir full_dir, tmp;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 6), &full, nullptr).Run().ok());
+  {
+    // A first attempt that died after logging 3 steps, before saving.
+    RegressionUnit first(8);
+    TrainerOptions options = Options(tmp.path(), 3);
+    options.save_checkpoints = false;
+    ASSERT_TRUE(Trainer(options, &first, nullptr).Run().ok());
+  }
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 6);
+  options.resume = "latest";
+  ASSERT_TRUE(Trainer(options, &unit, nullptr).Run().ok());
+  EXPECT_EQ(Losses(ReadMetrics(tmp.path())),
+            Losses(ReadMetrics(full_dir.path())));
+}
+
+// Hand-edited trainer state (the checksums recomputed so that only the
+// values are wrong) is refused with the file and field named.
+TEST(TrainerTest, ImplausibleTrainerStateIsRefused) {
+  testing::TempDir tmp;
+  {
+    RegressionUnit unit(8);
+    ASSERT_TRUE(Trainer(Options(tmp.path(), 4), &unit, nullptr).Run().ok());
+  }
+  const std::string dir = tmp.Join("checkpoints/step_4");
+  const std::string path = dir + "/trainer_state.json";
+  const nlohmann::json good = testing::ReadJsonFile(path);
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"step", -3, "trainer_state.json: step -3"},
+           {"step", 9, "trainer_state.json: step 9 is not the step of"},
+           {"step", "four", "trainer_state.json: step must be an integer"},
+           {"world_size", 0, "trainer_state.json: world_size 0"},
+           {"skipped_steps", 7, "trainer_state.json: skipped_steps 7"}}) {
+    nlohmann::json edited = good;
+    edited[c.field] = c.value;
+    ASSERT_TRUE(WriteFileAtomic(path, edited.dump(2)).ok());
+    ASSERT_TRUE(WriteChecksums(dir).ok());
+    RegressionUnit unit(8);
+    TrainerOptions options = Options(tmp.path(), 6);
+    options.resume = dir;
+    auto result = Trainer(options, &unit, nullptr).Run();
+    ASSERT_FALSE(result.ok()) << c.field << " " << c.value;
+    EXPECT_NE(result.status().message().find(c.expected), std::string::npos)
+        << result.status();
+  }
+}
+
 TEST(TrainerTest, AccumulationEqualsLargerBatch) {
   // Dropout off: one [8] batch and two [4] halves then see the same function.
   testing::TempDir a, b;
@@ -276,18 +376,23 @@ TEST(TrainerTest, AccumulationEqualsLargerBatch) {
       torch::allclose(big.linear_->bias, small.linear_->bias, 1e-5, 1e-6));
 }
 
-TEST(TrainerTest, StopRequestSavesAndEndsCleanly) {
+// A stop requested while starting up (before the first step) ends the run
+// at once: no step, nothing saved, and --resume latest starts it fresh.
+TEST(TrainerTest, StopRequestBeforeTheFirstStepEndsAtOnce) {
   testing::TempDir tmp;
   RegressionUnit unit(8);
   TrainerOptions options = Options(tmp.path(), 100);
   options.train.save_steps = 0;
+  const torch::Tensor before = unit.linear_->weight.clone();
   RequestStop();
   auto result = Trainer(options, &unit, nullptr).Run();
   ClearStopRequest();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->interrupted);
-  EXPECT_EQ(result->steps, 1);
-  EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_1")).ok());
+  EXPECT_EQ(result->steps, 0);
+  EXPECT_TRUE(torch::equal(unit.linear_->weight, before));
+  EXPECT_FALSE(PathExists(tmp.Join("checkpoints")));
+  EXPECT_TRUE(ReadMetrics(tmp.path()).empty());
 }
 
 TEST(TrainerTest, NonFiniteStepsAreSkippedThenStop) {
@@ -367,6 +472,60 @@ TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
   EXPECT_EQ(resumed_scales,
             std::vector<double>(scales.begin() + 4, scales.end()));
   EXPECT_TRUE(torch::equal(resumed->linear_->weight, scaled->linear_->weight));
+}
+
+// Runs `options` on 2 Gloo ranks (threads) with units of micro-batch 4;
+// returns each rank's error ("" when it succeeded).
+std::vector<std::string> RunTwoRanks(const TrainerOptions& options) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank]() {
+      RegressionUnit unit(4);
+      unit.rank_ = rank;
+      unit.world_ = 2;
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU,
+                                           std::chrono::milliseconds(30000));
+      if (!group.ok()) {
+        errors[rank] = std::string(group.status().message());
+        return;
+      }
+      auto result = Trainer(options, &unit, group->get()).Run();
+      if (!result.ok()) errors[rank] = std::string(result.status().message());
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Two ranks resuming past a corrupt newest checkpoint: it is reported once
+// (by rank 0), not once per rank, and named once.
+TEST(TrainerTest, CorruptCheckpointIsReportedOnceForAllRanks) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir dir;
+  EXPECT_EQ(RunTwoRanks(Options(dir.path(), 8)),
+            (std::vector<std::string>{"", ""}));
+  ASSERT_EQ(
+      ::truncate(dir.Join("checkpoints/step_8/model.safetensors").c_str(), 5),
+      0);
+  TrainerOptions options = Options(dir.path(), 10);
+  options.resume = "latest";
+  ::testing::internal::CaptureStderr();
+  const std::vector<std::string> errors = RunTwoRanks(options);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+  size_t reports = 0;
+  for (size_t at = log.find("skipping checkpoint"); at != std::string::npos;
+       at = log.find("skipping checkpoint", at + 1)) {
+    ++reports;
+  }
+  EXPECT_EQ(reports, 1u) << log;
+  EXPECT_NE(
+      log.find("skipping checkpoint step_8: " + dir.Join("checkpoints/step_8") +
+               "/model.safetensors: size 5"),
+      std::string::npos)
+      << log;
 }
 
 // The same global batch of 8 split over 2 Gloo ranks (as threads) ends with

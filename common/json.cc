@@ -1,0 +1,51 @@
+#include "common/json.h"
+
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace xlnet {
+
+absl::StatusOr<nlohmann::json> ParseJson(const std::string& text,
+                                         const std::string& source) {
+  using Json = nlohmann::json;
+  // The keys seen so far in each object being parsed, innermost last.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const Json::parser_callback_t check = [&](int, Json::parse_event_t event,
+                                            Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case Json::parse_event_t::key:
+        if (!open_objects.empty() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second &&
+            duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  Json root;
+  try {
+    root = Json::parse(text, check);
+  } catch (const Json::parse_error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not valid JSON (byte ", e.byte, ")"));
+  }
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": duplicate key '", duplicate, "'"));
+  }
+  return root;
+}
+
+}  // namespace xlnet

@@ -1,0 +1,58 @@
+// The run directory of a training command (RUN/ of xlnet-pretrain and
+// xlnet-finetune) before anything is written into it: one process owns it
+// (a lock held for the run's life), an existing run is never replaced
+// without --overwrite, and a run of one kind is never continued or replaced
+// by a command of the other.
+//
+//   RUN/run.lock   flock held by rank 0; records pid, host, start, command
+//   RUN/run.json   {"kind": "pretraining" | "fine-tuning"}
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/file_lock.h"
+#include "train/distributed.h"
+
+namespace xlnet {
+
+inline constexpr char kRunLockFile[] = "run.lock";
+inline constexpr char kRunInfoFile[] = "run.json";
+
+// The files and directories a run writes into RUN/ (what --overwrite
+// removes and what makes a directory "hold a run"); "predictions_" is a
+// prefix.
+const std::vector<std::string>& RunEntries();
+
+struct RunDirOptions {
+  // The run directory (--out).
+  std::string dir;
+  // "pretraining" or "fine-tuning"; recorded in run.json.
+  std::string kind;
+  // "" (a new run), "latest" or a checkpoint directory (continue a run).
+  std::string resume;
+  // A new run in a directory that holds a run of the same kind: remove the
+  // old run's files first (--overwrite).
+  bool overwrite = false;
+};
+
+// Holds RUN for the life of a run.
+class RunDirectory {
+ public:
+  // On rank 0 (`group` null or rank 0): creates RUN, takes its lock, checks
+  // what is there against the options and, with `overwrite`, removes the old
+  // run. Other ranks learn whether rank 0 succeeded (one collective). Errors:
+  // FailedPrecondition for a locked or existing run, naming the flag that
+  // would allow it; InvalidArgument for contradictory options.
+  static absl::StatusOr<std::unique_ptr<RunDirectory>> Open(
+      const RunDirOptions& options, ProcessGroup* group);
+
+ private:
+  explicit RunDirectory(std::unique_ptr<FileLock> lock)
+      : lock_(std::move(lock)) {}
+  std::unique_ptr<FileLock> lock_;  // null on ranks other than 0
+};
+
+}  // namespace xlnet
