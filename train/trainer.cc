@@ -287,8 +287,13 @@ absl::Status Trainer::Prepare() {
     }
   }
   if (options_.resume == "latest") {
-    if (auto dir = checkpoints_.LatestValid())
+    if (auto dir = checkpoints_.LatestValid()) {
       XLNET_RETURN_IF_ERROR(Restore(*dir));
+    } else {
+      // Nothing valid to resume (e.g. a worker restarted by torchrun before
+      // the first checkpoint): start fresh, without the dead run's lines.
+      XLNET_RETURN_IF_ERROR(TruncateMetricsAfter(0));
+    }
   } else if (!options_.resume.empty()) {
     XLNET_RETURN_IF_ERROR(Restore(options_.resume));
   }

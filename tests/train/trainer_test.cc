@@ -117,13 +117,7 @@ TrainerOptions Options(const std::string& run_dir, int64_t steps) {
   return o;
 }
 
-std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
+using testing::ReadMetrics;
 
 std::vector<double> Losses(const std::vector<nlohmann::json>& metrics) {
   std::vector<double> out;
@@ -257,6 +251,47 @@ TEST(TrainerTest, ResumeAfterCrashDropsRepeatedMetrics) {
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+}
+
+// --resume latest on every (re)start, as under torchrun --max_restarts: a run
+// that died before any valid checkpoint starts fresh, and its metrics.jsonl
+// keeps each step once.
+TEST(TrainerTest, ResumeLatestWithoutValidCheckpointStartsFresh) {
+  testing::TempDir full_dir;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 12), &full, nullptr).Run().ok());
+  const std::vector<double> expected = Losses(ReadMetrics(full_dir.path()));
+  for (const bool corrupt : {true, false}) {
+    SCOPED_TRACE(corrupt ? "only a corrupt checkpoint" : "no checkpoints");
+    testing::TempDir dir;
+    {
+      RegressionUnit first(8);
+      first.stop_at_position_ = 10 * 8;
+      ASSERT_TRUE(Trainer(Options(dir.path(), 12), &first, nullptr).Run().ok());
+      ClearStopRequest();
+    }
+    ASSERT_TRUE(RemoveAll(dir.Join("checkpoints/step_4")).ok());
+    ASSERT_TRUE(RemoveAll(dir.Join("checkpoints/step_10")).ok());
+    if (corrupt) {
+      // A half-written model file: checksums.json no longer matches.
+      ASSERT_TRUE(
+          WriteFileAtomic(dir.Join("checkpoints/step_8/model.safetensors"), "x")
+              .ok());
+    } else {
+      ASSERT_TRUE(RemoveAll(dir.Join("checkpoints")).ok());
+    }
+    RegressionUnit resumed(8);
+    TrainerOptions options = Options(dir.path(), 12);
+    options.resume = "latest";
+    auto result = Trainer(options, &resumed, nullptr).Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    const std::vector<double> got = Losses(ReadMetrics(dir.path()));
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+    EXPECT_TRUE(torch::equal(resumed.linear_->weight, full.linear_->weight));
+    EXPECT_TRUE(VerifyChecksums(dir.Join("checkpoints/step_8")).ok());
+  }
 }
 
 TEST(TrainerTest, AccumulationEqualsLargerBatch) {
@@ -394,7 +429,7 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank]() {
-      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU,
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
                                            std::chrono::milliseconds(30000));
       if (!group.ok()) {
         errors[rank] = std::string(group.status().message());
