@@ -8,6 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+
+#if defined(XLNET_WITH_GLOG)
+#include <glog/logging.h>
+#endif
 
 namespace xlnet {
 namespace {
@@ -39,7 +44,64 @@ char LevelChar(LogLevel level) {
   return '?';
 }
 
+#if defined(XLNET_WITH_GLOG)
+// Forwards glog messages (LibTorch's) to LogMessage, dropping those below
+// our level.
+class GlogSink : public google::LogSink {
+ public:
+  using google::LogSink::send;
+#if defined(XLNET_GLOG_HAS_LOGMESSAGETIME)
+  void send(google::LogSeverity severity, const char* full_filename,
+            const char* base_filename, int line,
+            const google::LogMessageTime& time, const char* message,
+            size_t message_len) override {
+    Forward(severity, base_filename, line, message, message_len);
+  }
+#else
+  void send(google::LogSeverity severity, const char* full_filename,
+            const char* base_filename, int line, const std::tm* time,
+            const char* message, size_t message_len) override {
+    Forward(severity, base_filename, line, message, message_len);
+  }
+#endif
+
+ private:
+  static void Forward(google::LogSeverity severity, const char* file, int line,
+                      const char* message, size_t message_len) {
+    const LogLevel level = severity == google::GLOG_INFO ? LogLevel::kInfo
+                           : severity == google::GLOG_WARNING
+                               ? LogLevel::kWarning
+                               : LogLevel::kError;
+    if (level < MinLogLevel()) return;
+    LogMessage(level, file, line).stream().write(message, message_len);
+  }
+};
+#endif
+
 }  // namespace
+
+bool RouteLibTorchLogs(const char* program) {
+#if defined(XLNET_WITH_GLOG)
+  static std::once_flag once;
+  std::call_once(once, [program]() {
+    if (!google::IsGoogleLoggingInitialized()) {
+      google::InitGoogleLogging(program);
+    }
+    FLAGS_logtostderr = false;
+    FLAGS_alsologtostderr = false;
+    FLAGS_stderrthreshold = google::NUM_SEVERITIES;  // nothing to stderr
+    for (int s = 0; s < google::NUM_SEVERITIES; ++s) {
+      google::SetLogDestination(s, "");  // "" = no log file
+    }
+    // Leaked on purpose: LibTorch may log during static destruction.
+    google::AddLogSink(new GlogSink());
+  });
+  return true;
+#else
+  (void)program;
+  return false;
+#endif
+}
 
 void SetLogRank(int rank) { g_rank = rank; }
 void SetMinLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }

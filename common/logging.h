@@ -17,6 +17,16 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
 // Rank shown in every line (set once distributed setup knows it).
 void SetLogRank(int rank);
+
+// Routes LibTorch's own log lines into this format and rank: Debian's
+// LibTorch logs through glog (c10d's rendezvous and Gloo messages, TORCH_WARN),
+// which would otherwise write its own "I1123 03:43:00.123 ..." lines (and,
+// before InitGoogleLogging, a warning about it) between ours. glog is
+// initialised with stderr and log files off and a sink that forwards each
+// message to LogMessage. Idempotent; RunTool calls it first. Returns false
+// (and does nothing) where LibTorch does not log through glog (pip wheels:
+// c10's own logging, which has no hook; its lines stay unformatted).
+bool RouteLibTorchLogs(const char* program);
 // Messages below `level` are dropped.
 void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();

@@ -2,12 +2,14 @@
 
 #include <iostream>
 
+#include "common/logging.h"
 #include "common/status.h"
 
 namespace xlnet {
 
 int RunTool(const std::string& program, int argc, char** argv,
             const ToolFn& fn) {
+  RouteLibTorchLogs(argc > 0 ? argv[0] : "xlnet");
   const absl::Status status =
       CatchExceptions(program, [&]() { return fn(argc, argv); });
   if (status.ok()) return 0;

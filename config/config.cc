@@ -110,6 +110,7 @@ void VisitTrain(S& c, V& v) {
   v("attention", c.attention);
   v("max_bad_steps", c.max_bad_steps);
   v("dist_timeout_s", c.dist_timeout_s);
+  v("ranks_per_device", c.ranks_per_device);
 }
 
 template <typename S, typename V>
@@ -666,6 +667,10 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
           "'cuda' needs device cuda ('tiled' on cpu)");
   c.Check(t.max_bad_steps >= 1, "max_bad_steps", "must be >= 1");
   c.Check(t.dist_timeout_s >= 1, "dist_timeout_s", "must be >= 1");
+  c.Check(t.ranks_per_device >= 1 && t.ranks_per_device <= 64,
+          "ranks_per_device", "must be in [1, 64]" + Got(t.ranks_per_device));
+  c.Check(t.ranks_per_device == 1 || t.device == "cuda", "ranks_per_device",
+          "above 1 applies to device cuda (got '" + t.device + "')");
   return c.problem();
 }
 

@@ -184,6 +184,11 @@ struct TrainConfig {
   int64_t max_bad_steps = 20;
   // Seconds a collective may take before a stuck rank is reported.
   int64_t dist_timeout_s = 300;
+  // With device "cuda": local ranks per GPU (a rank uses cuda:(LOCAL_RANK /
+  // ranks_per_device)). 1: NCCL between the ranks; above 1 (for testing
+  // multi-rank code on one GPU): Gloo over CUDA tensors, staged through the
+  // host, since NCCL refuses two ranks on one GPU. Needs gloo headers.
+  int64_t ranks_per_device = 1;
 };
 
 // Fine-tuning tasks (classification, regression, SQuAD-style QA).

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds xlnet.cpp against a CUDA LibTorch (the PyTorch that `python3` imports,
-# e.g. a pip wheel) and runs what needs a GPU:
+# e.g. a pip wheel, through scripts/setup_cuda.sh --no-check, unless
+# XLNET_GPU_PREBUILT=1 says that script just built it) and runs what needs a
+# GPU:
 #   1. the whole test suite against that LibTorch (CPU paths; Gloo tests are
 #      skipped when its headers are missing, as in pip wheels),
 #   2. the HuggingFace comparisons on the GPU (XLNET_TEST_DEVICE=cuda),
 #   3. short pretraining runs of configs/tiny.yaml on cuda in fp32, bf16 and
 #      fp16, each resumed once, on the bundled sample corpus,
 #   4. fine-tuning the fp32 run on the sample genre task on cuda, exporting
-#      it, and scripts/check_hf_export.py (needs transformers) on the exports.
+#      it, and scripts/check_hf_export.py (needs transformers) on the exports,
+#   5. two ranks on the one GPU through torchrun, Gloo over CUDA tensors
+#      (train.ranks_per_device=2), against one rank (needs gloo headers in
+#      LibTorch, which pip wheels lack; skipped then, and said so).
 # Extra dependency prefixes (absl, ICU, ...) go in XLNET_EXTRA_PREFIX
 # (';'-separated; e.g. Debian packages unpacked with `dpkg -x` into /opt/deps
 # give /opt/deps/usr, with LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu
@@ -17,15 +22,11 @@ cd "$(dirname "$0")/.."
 BUILD=${XLNET_BUILD_DIR:-build-cuda}
 OUT=${XLNET_GPU_OUT:-runs/gpu_check}
 PY=${PYTHON:-python3}
-TORCH_PREFIX=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
-NCCL_ROOT=$($PY -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' \
-  2>/dev/null || true)
 mkdir -p "$OUT"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DXLNET_WITH_CUDA=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
-  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;${XLNET_EXTRA_PREFIX:-}" \
-  -DXLNET_NCCL_ROOT="$NCCL_ROOT" ${XLNET_CMAKE_ARGS:-}
-ninja -C "$BUILD"
+if [[ -z "${XLNET_GPU_PREBUILT:-}" ]]; then
+  scripts/setup_cuda.sh --no-check --no-apt --python "$PY" --build-dir "$BUILD" \
+    ${XLNET_EXTRA_PREFIX:+--deps-prefix "$XLNET_EXTRA_PREFIX"}
+fi
 "$BUILD/bin/xlnet-inspect" --runtime | tee "$OUT/runtime.txt"
 
 echo "== 1. test suite"
@@ -44,7 +45,7 @@ for dtype in fp32 bf16 fp16; do
   RUN=$OUT/pretrain_$dtype
   rm -rf "$RUN"
   common=(--config configs/tiny.yaml --data "$DATA" --out "$RUN"
-          --set train.device=cuda --set train.dtype=$dtype
+          --set train.device=cuda --set "train.dtype=$dtype"
           --set train.log_steps=100 --set train.save_steps=200)
   "$BUILD/bin/xlnet-pretrain" "${common[@]}" --set train.max_steps=200
   "$BUILD/bin/xlnet-pretrain" "${common[@]}" --set train.max_steps=400 \
@@ -68,4 +69,21 @@ if $PY -c 'import transformers' 2>/dev/null; then
       --predictions "$OUT/finetune/predictions_$split.tsv"
   done
 fi 2>&1 | tee "$OUT/hf_export.txt"
+echo "== 5. two ranks on one GPU (torchrun, Gloo over CUDA tensors)"
+if ! command -v torchrun >/dev/null; then
+  echo "skipped: no torchrun"
+elif ! grep -q "^XLNET_GLOO_INCLUDE:PATH=/" "$BUILD/CMakeCache.txt"; then
+  echo "skipped: this LibTorch ships no gloo headers (pip wheels)"
+else
+  for ranks in 1 2; do
+    RUN=$OUT/pretrain_${ranks}rank_1gpu
+    rm -rf "$RUN"
+    torchrun --nproc_per_node $ranks --redirects 1 --tee 1 --no_python \
+      "$BUILD/bin/xlnet-pretrain" --config configs/tiny.yaml --data "$DATA" \
+      --out "$RUN" --set train.device=cuda \
+      --set train.ranks_per_device=2 --set model.dropout=0 \
+      --set train.max_steps=50 --set train.log_steps=10
+    tail -n 1 "$RUN/metrics.jsonl"
+  done
+fi 2>&1 | tee "$OUT/two_ranks_one_gpu.txt"
 echo "gpu_check: done ($OUT)"

@@ -8,11 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "common/file_util.h"
+#include "common/safetensors.h"
 
 // Skips a test that needs Gloo (CPU data parallel) in builds without it
 // (LibTorch without gloo headers, e.g. pip wheels; see CMakeLists.txt).
@@ -104,6 +108,60 @@ inline std::string ToolPath(const std::string& verb) {
 // Path of a file in the source tree: SourcePath("configs/tiny.yaml").
 inline std::string SourcePath(const std::string& relative) {
   return std::string(XLNET_SOURCE_DIR) + "/" + relative;
+}
+
+// The JSON lines of RUN/metrics.jsonl. Lines that do not parse (empty, or
+// the half-written last line of a running trainer) are skipped.
+inline std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// The logged training losses of RUN/metrics.jsonl, in order.
+inline std::vector<double> LoggedLosses(const std::string& run_dir) {
+  std::vector<double> out;
+  for (const auto& m : ReadMetrics(run_dir)) {
+    if (m.contains("loss")) out.push_back(m["loss"].get<double>());
+  }
+  return out;
+}
+
+// Every tensor of DIR/model.safetensors (a checkpoint or model directory).
+inline NamedTensors LoadModelWeights(const std::string& dir) {
+  auto file = SafetensorsFile::Open(dir + "/model.safetensors");
+  EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? *file->LoadAll() : NamedTensors{};
+}
+
+// The largest |a - b| over two lists of the same tensors.
+inline double MaxAbsDiff(const NamedTensors& a, const NamedTensors& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    worst =
+        std::max(worst, (a[i].second - b[i].second).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// With the real xlnet-data: a 1000-piece tokenizer of the bundled Brown
+// sample in DIR/spiece.model and its shards in DIR/data.
+inline void PrepareSampleData(const std::string& dir) {
+  const std::string corpus = SourcePath("data/sample/brown_sample.txt");
+  CommandResult r =
+      RunCommand(ToolPath("data") + " tokenizer --input " + corpus +
+                 " --vocab_size 1000 --out " + dir + "/spiece.model");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(ToolPath("data") + " prepare --input " + corpus +
+                 " --tokenizer " + dir + "/spiece.model --out " + dir +
+                 "/data --workers 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
 }  // namespace xlnet::testing

@@ -5,106 +5,73 @@
 #if defined(XLNET_WITH_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(USE_C10D_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <cstdlib>
 #include <functional>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 
 namespace xlnet {
-namespace {
-
-absl::Status ReadIntEnv(const char* name, int* out, bool* present) {
-  const char* value = std::getenv(name);
-  *present = value != nullptr && *value != '\0';
-  if (!*present) return absl::OkStatus();
-  if (!absl::SimpleAtoi(value, out)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "environment variable ", name, "='", value, "' is not an integer"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<DistEnv> DistEnvFromEnvironment() {
-  DistEnv env;
-  bool has_world = false, has_rank = false, has_local = false, has_port = false;
-  XLNET_RETURN_IF_ERROR(ReadIntEnv("WORLD_SIZE", &env.world_size, &has_world));
-  XLNET_RETURN_IF_ERROR(ReadIntEnv("RANK", &env.rank, &has_rank));
-  XLNET_RETURN_IF_ERROR(ReadIntEnv("LOCAL_RANK", &env.local_rank, &has_local));
-  XLNET_RETURN_IF_ERROR(ReadIntEnv("MASTER_PORT", &env.master_port, &has_port));
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) {
-    env.master_addr = addr;
-  }
-  if (!has_world) {
-    if (has_rank && env.rank != 0) {
-      return absl::InvalidArgumentError(
-          "RANK is set but WORLD_SIZE is not (set both, as torchrun does)");
-    }
-    return DistEnv{};
-  }
-  if (env.world_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("WORLD_SIZE=", env.world_size, " must be >= 1"));
-  }
-  if (env.world_size > 1 && !has_rank) {
-    return absl::InvalidArgumentError("WORLD_SIZE > 1 but RANK is not set");
-  }
-  if (env.rank < 0 || env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RANK=", env.rank, " is outside [0, WORLD_SIZE=", env.world_size, ")"));
-  }
-  if (!has_local) env.local_rank = env.rank;
-  if (env.world_size > 1 && !has_port) {
-    return absl::InvalidArgumentError(
-        "WORLD_SIZE > 1 but MASTER_PORT is not set");
-  }
-  if (env.master_port <= 0 || env.master_port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MASTER_PORT=", env.master_port, " is not a port"));
-  }
-  return env;
-}
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Init(
-    const DistEnv& env, const torch::Device& device,
+    const DistEnv& env, const torch::Device& device, const std::string& backend,
     std::chrono::milliseconds timeout) {
   c10::intrusive_ptr<c10d::Store> store;
   XLNET_RETURN_IF_ERROR(CatchExceptions(
-      absl::StrCat("rendezvous at ", env.master_addr, ":", env.master_port),
+      absl::StrCat("rendezvous at ", env.master_addr, ":", env.master_port,
+                   env.use_agent_store ? " (torchrun's agent store)" : ""),
       [&]() -> absl::Status {
+        // As torch.distributed's env:// rendezvous does
+        // (rendezvous.py, _create_c10d_store).
         c10d::TCPStoreOptions options;
         options.port = static_cast<uint16_t>(env.master_port);
-        options.isServer = env.rank == 0;
+        options.isServer = !env.use_agent_store && env.rank == 0;
         options.numWorkers = env.world_size;
         options.waitWorkers = true;
         options.timeout = timeout;
         store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+        if (env.use_agent_store) {
+          store = c10::make_intrusive<c10d::PrefixStore>(
+              AgentStorePrefix(env.restart_count), store);
+        }
         return absl::OkStatus();
       }));
-  return FromStore(store, env.rank, env.world_size, device, timeout);
+  if (env.use_agent_store && env.rank == 0) {
+    XLOG(INFO) << "using torchrun's store at " << env.master_addr << ":"
+               << env.master_port << " under "
+               << AgentStorePrefix(env.restart_count);
+  }
+  return FromStore(store, env.rank, env.world_size, device, backend, timeout);
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
     c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
-    const torch::Device& device, std::chrono::milliseconds timeout) {
+    const torch::Device& device, const std::string& backend,
+    std::chrono::milliseconds timeout) {
+  if (backend != "gloo" && backend != "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown c10d backend '", backend, "' (gloo, nccl)"));
+  }
+  if (backend == "nccl" && !device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend nccl needs a cuda device, not ", device.str()));
+  }
   std::unique_ptr<ProcessGroup> group(new ProcessGroup());
   group->store_ = store;
   group->rank_ = rank;
   group->world_size_ = world_size;
   group->device_ = device.is_cuda() ? device : torch::Device(torch::kCPU);
   XLNET_RETURN_IF_ERROR(CatchExceptions(
-      absl::StrCat("creating the process group (rank ", rank, " of ",
-                   world_size, ")"),
+      absl::StrCat("creating the ", backend, " process group (rank ", rank,
+                   " of ", world_size, ")"),
       [&]() -> absl::Status {
-        if (device.is_cuda()) {
+        if (backend == "nccl") {
 #if defined(USE_C10D_NCCL)
           auto options = c10d::ProcessGroupNCCL::Options::create();
           options->timeout = timeout;
@@ -114,7 +81,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
           return absl::OkStatus();
 #else
           return absl::FailedPreconditionError(
-              "device cuda needs a LibTorch built with NCCL (USE_C10D_NCCL)");
+              "backend nccl needs a LibTorch built with NCCL (USE_C10D_NCCL; "
+              "see XLNET_NCCL_ROOT in README.md)");
 #endif
         }
 #if defined(XLNET_WITH_GLOO)
@@ -127,9 +95,10 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
         return absl::OkStatus();
 #else
         return absl::FailedPreconditionError(
-            "CPU data parallel needs Gloo, and this build found no gloo "
-            "headers in its LibTorch (see CMakeLists.txt); run one process "
-            "or build against a LibTorch that ships them");
+            "backend gloo (CPU data parallel, or ranks sharing a GPU) needs "
+            "gloo headers, and this build found none in its LibTorch (see "
+            "CMakeLists.txt); run one process or build against a LibTorch "
+            "that ships them");
 #endif
       }));
   return group;

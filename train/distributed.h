@@ -1,10 +1,10 @@
 // Data parallel over c10d, the engine under torch.distributed: Gloo for CPU
-// tensors, NCCL for CUDA tensors (when LibTorch was built with it).
+// tensors (and CUDA tensors, staged through the host, when several ranks
+// share one GPU), NCCL for CUDA tensors (when LibTorch was built with it).
 //
-// Rendezvous reads the variables torchrun and SLURM wrappers set: RANK,
-// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. Every collective has a
-// timeout, so a dead or stuck rank ends the others with an error instead of
-// a hang.
+// The launch environment (torchrun, SLURM, --nproc_per_node) is read by
+// train/launch_env.h. Every collective has a timeout, so a dead or stuck rank
+// ends the others with an error instead of a hang.
 #pragma once
 
 #include <torch/torch.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "train/launch_env.h"
 #include "train/optimizer.h"
 
 namespace xlnet {
@@ -30,34 +31,27 @@ using C10dBackend = c10d::Backend;
 using C10dBackend = c10d::ProcessGroup;
 #endif
 
-struct DistEnv {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-};
-
-// Reads the torchrun variables; without WORLD_SIZE the run is one process.
-// Partial or inconsistent settings are errors naming the variable.
-absl::StatusOr<DistEnv> DistEnvFromEnvironment();
-
 class ProcessGroup {
  public:
-  // Connects to the rendezvous (rank 0 hosts a TCPStore at
-  // MASTER_ADDR:MASTER_PORT) and creates the backend for `device`.
+  // Connects to the TCPStore at MASTER_ADDR:MASTER_PORT (served by rank 0,
+  // or by torchrun's agent when env.use_agent_store, then used under
+  // AgentStorePrefix) and creates `backend` ("gloo" or "nccl") for `device`.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> Init(
       const DistEnv& env, const torch::Device& device,
-      std::chrono::milliseconds timeout);
+      const std::string& backend, std::chrono::milliseconds timeout);
   // Over an existing store (tests run ranks as threads over a HashStore).
+  // Gloo takes cpu or cuda devices (CUDA tensors are staged through the
+  // host by c10d); NCCL takes cuda only.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> FromStore(
       c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
-      const torch::Device& device, std::chrono::milliseconds timeout);
+      const torch::Device& device, const std::string& backend,
+      std::chrono::milliseconds timeout);
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const std::string& backend() const { return backend_; }
-  // Where the collectives run: cuda:N for NCCL, cpu for Gloo.
+  // Where the collectives run: this rank's cuda:N (NCCL, or Gloo over CUDA
+  // tensors) or cpu.
   const torch::Device& device() const { return device_; }
 
   // Collectives; they throw (c10::Error / std::runtime_error) on failure or

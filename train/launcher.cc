@@ -20,7 +20,9 @@ namespace {
 std::atomic<int> g_forward_signal{0};
 void RememberSignal(int sig) { g_forward_signal = sig; }
 
-int FreePort() {
+}  // namespace
+
+int FreeLocalPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 29500;
   sockaddr_in addr = {};
@@ -37,11 +39,9 @@ int FreePort() {
   return port;
 }
 
-}  // namespace
-
 absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
                               int port) {
-  if (port == 0) port = FreePort();
+  if (port == 0) port = FreeLocalPort();
   struct sigaction action = {};
   action.sa_handler = RememberSignal;
   sigemptyset(&action.sa_mask);
@@ -64,6 +64,8 @@ absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
       setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      // Rank 0 serves the store here, whatever launched this process.
+      unsetenv("TORCHELASTIC_USE_AGENT_STORE");
       std::vector<char*> argv;
       static std::string self = "/proc/self/exe";
       argv.push_back(self.data());

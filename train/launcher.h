@@ -17,4 +17,8 @@ namespace xlnet {
 absl::Status LaunchLocalRanks(int nproc, const std::vector<std::string>& args,
                               int port);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (29500 if none could be
+// found); for rendezvous of local ranks.
+int FreeLocalPort();
+
 }  // namespace xlnet

@@ -1,12 +1,11 @@
 #include "train/run_setup.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
@@ -18,7 +17,7 @@ namespace xlnet {
 void AddLaunchFlags(FlagParser& flags, LaunchOptions* options) {
   flags.AddInt("nproc_per_node", &options->nproc_per_node,
                "start N local ranks (data parallel over Gloo/NCCL) unless "
-               "WORLD_SIZE is already set, as under torchrun");
+               "torchrun or srun already started several ranks");
   flags.AddInt("master_port", &options->master_port,
                "rendezvous port for --nproc_per_node (0 = a free port)");
 }
@@ -48,7 +47,14 @@ absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options) {
   if (options.nproc_per_node < 1) {
     return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
   }
-  if (options.nproc_per_node == 1 || std::getenv("WORLD_SIZE") != nullptr) {
+  if (options.nproc_per_node == 1) return false;
+  XLNET_ASSIGN_OR_RETURN(const DistEnv env, DistEnvFromEnvironment());
+  if (env.world_size > 1) {
+    if (env.rank == 0) {
+      XLOG(WARNING) << "--nproc_per_node " << options.nproc_per_node
+                    << " ignored: the " << env.source << " environment "
+                    << "already describes " << env.world_size << " ranks";
+    }
     return false;
   }
   // Stopped while starting up: no ranks to start, nothing to save.
@@ -59,6 +65,32 @@ absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options) {
   return true;
 }
 
+absl::StatusOr<RankDevice> ResolveRankDevice(const TrainConfig& train,
+                                             const torch::Device& configured,
+                                             int local_rank, int cuda_devices) {
+  RankDevice out;
+  out.device = configured;
+  if (configured.is_cuda() && !configured.has_index()) {
+    const int index = local_rank / static_cast<int>(train.ranks_per_device);
+    if (index >= cuda_devices) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "LOCAL_RANK ", local_rank, " maps to cuda:", index,
+          " (train.ranks_per_device=", train.ranks_per_device, ") but ",
+          cuda_devices,
+          " CUDA device(s) are visible: start one rank per visible GPU, set "
+          "train.ranks_per_device to share "
+          "one, or, where each rank sees only its own GPU (srun "
+          "--gpus-per-task=1), set train.device=cuda:0"));
+    }
+    out.device = torch::Device(torch::kCUDA, static_cast<int16_t>(index));
+  }
+  // NCCL refuses two ranks on one GPU; Gloo stages CUDA tensors through the
+  // host.
+  out.backend =
+      out.device.is_cuda() && train.ranks_per_device == 1 ? "nccl" : "gloo";
+  return out;
+}
+
 absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   RankSetup setup;
   XLNET_ASSIGN_OR_RETURN(setup.env, DistEnvFromEnvironment());
@@ -67,32 +99,31 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   int64_t threads = CapThreads(config->train.threads, "train.threads");
   if (threads == 0) {
     // Share the cores between the local ranks.
-    int local_world = 1;
-    if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) {
-      if (!absl::SimpleAtoi(v, &local_world) || local_world < 1) {
-        local_world = 1;
-      }
-    }
-    threads =
-        std::max<int64_t>(1, std::thread::hardware_concurrency() / local_world);
+    threads = std::max<int64_t>(
+        1, std::thread::hardware_concurrency() / env.local_world_size);
   }
   setup.threads = ConfigureThreads(threads);
   if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   InstallStopSignalHandlers();
   setup.configured_device = config->train.device;
-  XLNET_ASSIGN_OR_RETURN(setup.device, ParseDevice(config->train.device));
-  if (setup.device.is_cuda() && !setup.device.has_index()) {
-    setup.device =
-        torch::Device(torch::kCUDA, static_cast<int16_t>(env.local_rank));
-    config->train.device = setup.device.str();
-  }
+  XLNET_ASSIGN_OR_RETURN(const torch::Device configured,
+                         ParseDevice(config->train.device));
+  XLNET_ASSIGN_OR_RETURN(
+      const RankDevice rank_device,
+      ResolveRankDevice(config->train, configured, env.local_rank,
+                        configured.is_cuda()
+                            ? static_cast<int>(torch::cuda::device_count())
+                            : 0));
+  setup.device = rank_device.device;
+  config->train.device = setup.device.str();
   if (env.world_size > 1) {
     XLNET_ASSIGN_OR_RETURN(
         setup.group,
-        ProcessGroup::Init(env, setup.device,
+        ProcessGroup::Init(env, setup.device, rank_device.backend,
                            std::chrono::seconds(config->train.dist_timeout_s)));
     XLOG(INFO) << "rank " << env.rank << " of " << env.world_size << " joined ("
-               << setup.group->backend() << ")";
+               << setup.group->backend() << " on " << setup.device.str()
+               << ", launched by " << env.source << ")";
   }
   return setup;
 }

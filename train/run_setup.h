@@ -38,10 +38,27 @@ void AddLaunchFlags(FlagParser& flags, LaunchOptions* options);
 std::vector<std::string> RankArgs(int argc, const char* const* argv,
                                   const std::vector<std::string>& drop = {});
 
-// With nproc_per_node > 1 and no WORLD_SIZE in the environment, starts the
-// local ranks of this program and waits for them: returns true, and the
-// caller is done. Otherwise returns false and the caller runs as one rank.
+// With nproc_per_node > 1 and an environment that describes one process (no
+// torchrun or srun world of several ranks), starts the local ranks of this
+// program and waits for them: returns true, and the caller is done.
+// Otherwise returns false and the caller runs as one rank.
 absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options);
+
+// Where one rank runs and how it talks to the others.
+struct RankDevice {
+  torch::Device device = torch::kCPU;
+  // c10d backend when there are several ranks: "gloo" or "nccl".
+  std::string backend = "gloo";
+};
+
+// The device and backend of the rank with `local_rank`: `configured` (the
+// parsed train.device) "cuda" becomes cuda:(local_rank /
+// train.ranks_per_device); cpu and an explicit cuda:N are kept. The backend
+// is nccl on cuda with one rank per device, else gloo. An index beyond
+// the `cuda_devices` visible GPUs is an error that names the variables.
+absl::StatusOr<RankDevice> ResolveRankDevice(const TrainConfig& train,
+                                             const torch::Device& configured,
+                                             int local_rank, int cuda_devices);
 
 // What one process (a rank) sets up before building its unit.
 struct RankSetup {
@@ -53,11 +70,11 @@ struct RankSetup {
   std::string configured_device = "cpu";
 };
 
-// Reads the torchrun environment, sets the intra-op threads (train.threads;
-// 0 = the cores shared between the local ranks), resolves train.device
-// ("cuda" becomes cuda:LOCAL_RANK, written back into `config`), joins the
-// process group when WORLD_SIZE > 1, installs the SIGTERM/SIGINT handlers
-// and logs the runtime (rank 0).
+// Reads the launch environment (torchrun, SLURM; train/launch_env.h), sets
+// the intra-op threads (train.threads; 0 = the cores shared between the local
+// ranks), resolves train.device (ResolveRankDevice; written back into
+// `config`), joins the process group when the world has several ranks,
+// installs the SIGTERM/SIGINT handlers and logs the runtime (rank 0).
 absl::StatusOr<RankSetup> SetUpRank(Config* config);
 
 // The run's config as YAML, the same on every rank: `config` (as SetUpRank

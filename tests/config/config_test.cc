@@ -131,6 +131,26 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
   EXPECT_NE(Message(config.status()).find("train.device"), std::string::npos);
 }
 
+TEST(ConfigTest, RanksSharingOneGpu) {
+  EXPECT_EQ(ParseConfig("", "g.yaml")->train.ranks_per_device, 1);
+  auto config =
+      ParseConfig("train:\n  device: cuda\n  ranks_per_device: 2\n", "g.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.ranks_per_device, 2);
+  config =
+      ParseConfig("train:\n  device: cuda\n  ranks_per_device: 0\n", "g.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "g.yaml:3: train.ranks_per_device: must be in [1, 64] (got 0)");
+  config = ParseConfig("train:\n  device: cuda:1\n  ranks_per_device: 2\n",
+                       "g.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "g.yaml:3: train.ranks_per_device: above 1 applies to device cuda "
+            "(got 'cuda:1')");
+  config = ParseConfig("train:\n  ranks_per_device: 2\n", "g.yaml");
+  EXPECT_NE(Message(config.status()).find("(got 'cpu')"), std::string::npos)
+      << Message(config.status());
+}
+
 TEST(ConfigTest, InvalidYamlNamesLine) {
   auto config = ParseConfig("model:\n  d_model: [1,\n", "bad.yaml");
   ASSERT_FALSE(config.ok());

@@ -19,6 +19,10 @@ namespace xlnet {
 namespace {
 
 using testing::CommandResult;
+using testing::LoadModelWeights;
+using testing::LoggedLosses;
+using testing::MaxAbsDiff;
+using testing::ReadMetrics;
 using testing::RunCommand;
 using testing::SourcePath;
 using testing::ToolPath;
@@ -27,15 +31,7 @@ class PretrainE2ETest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     tmp_ = new testing::TempDir();
-    const std::string corpus = SourcePath("data/sample/brown_sample.txt");
-    CommandResult r =
-        RunCommand(ToolPath("data") + " tokenizer --input " + corpus +
-                   " --vocab_size 1000 --out " + tmp_->Join("spiece.model"));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = RunCommand(ToolPath("data") + " prepare --input " + corpus +
-                   " --tokenizer " + tmp_->Join("spiece.model") + " --out " +
-                   tmp_->Join("data") + " --workers 2");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    testing::PrepareSampleData(tmp_->path());
   }
   static void TearDownTestSuite() { delete tmp_; }
 
@@ -46,40 +42,6 @@ class PretrainE2ETest : public ::testing::Test {
            SourcePath("configs/tiny.yaml") + " --data " + tmp_->Join("data") +
            " --out " + run_dir +
            " --set train.threads=1 --set train.eval_steps=0 " + extra;
-  }
-
-  static std::vector<nlohmann::json> Metrics(const std::string& run_dir) {
-    std::ifstream in(run_dir + "/metrics.jsonl");
-    std::vector<nlohmann::json> out;
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-    }
-    return out;
-  }
-
-  static std::vector<double> Losses(const std::string& run_dir) {
-    std::vector<double> out;
-    for (const auto& m : Metrics(run_dir)) {
-      if (m.contains("loss")) out.push_back(m["loss"].get<double>());
-    }
-    return out;
-  }
-
-  static NamedTensors Weights(const std::string& checkpoint) {
-    auto file = SafetensorsFile::Open(checkpoint + "/model.safetensors");
-    EXPECT_TRUE(file.ok()) << file.status();
-    return file.ok() ? *file->LoadAll() : NamedTensors{};
-  }
-
-  static double MaxDiff(const NamedTensors& a, const NamedTensors& b) {
-    EXPECT_EQ(a.size(), b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      worst = std::max(worst,
-                       (a[i].second - b[i].second).abs().max().item<double>());
-    }
-    return worst;
   }
 
   static testing::TempDir* tmp_;
@@ -97,7 +59,7 @@ TEST_F(PretrainE2ETest, LossFallsOnRealText) {
   testing::TempDir run;
   CommandResult r = RunCommand(Command(run.path(), kGoldenSettings));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<double> losses = Losses(run.path());
+  const std::vector<double> losses = LoggedLosses(run.path());
   if (std::getenv("XLNET_PRINT_LOSSES")) {
     for (double v : losses) std::cout << std::setprecision(6) << v << "\n";
   }
@@ -116,7 +78,7 @@ TEST_F(PretrainE2ETest, LossFallsOnRealText) {
   for (size_t i = 0; i < losses.size(); ++i) {
     EXPECT_NEAR(losses[i], expected[i], 0.05) << "logged value " << i;
   }
-  for (const auto& m : Metrics(run.path())) {
+  for (const auto& m : ReadMetrics(run.path())) {
     for (const char* key :
          {"step", "loss", "lr", "grad_norm", "tokens_per_sec"}) {
       EXPECT_TRUE(m.contains(key)) << key;
@@ -136,7 +98,7 @@ TEST_F(PretrainE2ETest, EvaluationReportsUnigramBaseline) {
               "--set train.eval_batches=2 --set train.save_steps=0"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int evals = 0;
-  for (const auto& m : Metrics(run.path())) {
+  for (const auto& m : ReadMetrics(run.path())) {
     if (!m.contains("eval_loss")) continue;
     ++evals;
     for (const char* key :
@@ -161,7 +123,7 @@ TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
               "--set train.log_steps=1"),
       log);
   // Wait for a few logged steps, then SIGTERM.
-  for (int i = 0; i < 600 && Metrics(run.path()).size() < 3; ++i) {
+  for (int i = 0; i < 600 && ReadMetrics(run.path()).size() < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   testing::KillGroup(pid, SIGTERM);
@@ -182,7 +144,7 @@ TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
       "train.log_steps=1";
   CommandResult r = RunCommand(Command(full.path(), settings));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<double> expected = Losses(full.path());
+  const std::vector<double> expected = LoggedLosses(full.path());
   ASSERT_EQ(expected.size(), 30u);
 
   // Kill at a (seeded) random moment, after 6..20 logged steps.
@@ -190,19 +152,20 @@ TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
   const size_t kill_after = std::uniform_int_distribution<size_t>(6, 20)(rng);
   const pid_t pid = testing::SpawnCommand(Command(killed.path(), settings),
                                           killed.Join("log.txt"));
-  for (int i = 0; i < 1200 && Metrics(killed.path()).size() < kill_after; ++i) {
+  for (int i = 0; i < 1200 && ReadMetrics(killed.path()).size() < kill_after;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   testing::KillGroup(pid, SIGKILL);
   EXPECT_EQ(testing::WaitPid(pid), 128 + SIGKILL);
   r = RunCommand(Command(killed.path(), settings + " --resume latest"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<double> got = Losses(killed.path());
+  const std::vector<double> got = LoggedLosses(killed.path());
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
-  EXPECT_EQ(MaxDiff(Weights(full.Join("checkpoints/step_30")),
-                    Weights(killed.Join("checkpoints/step_30"))),
+  EXPECT_EQ(MaxAbsDiff(LoadModelWeights(full.Join("checkpoints/step_30")),
+                       LoadModelWeights(killed.Join("checkpoints/step_30"))),
             0.0);
 }
 
@@ -215,8 +178,9 @@ TEST_F(PretrainE2ETest, TwoGlooRanksMatchOneRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = RunCommand(Command(two.path(), settings + " --nproc_per_node 2"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const double diff = MaxDiff(Weights(one.Join("checkpoints/step_4")),
-                              Weights(two.Join("checkpoints/step_4")));
+  const double diff =
+      MaxAbsDiff(LoadModelWeights(one.Join("checkpoints/step_4")),
+                 LoadModelWeights(two.Join("checkpoints/step_4")));
   EXPECT_LE(diff, 1e-6);
   RecordProperty("max_abs_param_diff", std::to_string(diff));
   EXPECT_TRUE(
@@ -232,8 +196,9 @@ TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
   r = RunCommand(
       Command(accum.path(), settings + " --set train.grad_accum_steps=4"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const double diff = MaxDiff(Weights(one.Join("checkpoints/step_3")),
-                              Weights(accum.Join("checkpoints/step_3")));
+  const double diff =
+      MaxAbsDiff(LoadModelWeights(one.Join("checkpoints/step_3")),
+                 LoadModelWeights(accum.Join("checkpoints/step_3")));
   EXPECT_LE(diff, 1e-6);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "tests/test_util.h"
 
@@ -15,16 +16,17 @@ namespace {
 using std::chrono::milliseconds;
 
 // Runs fn(rank, group) on `world` threads, each with its own Gloo group over
-// one in-process store.
+// one in-process store, its tensors on `device`.
 void RunRanks(int world, milliseconds timeout,
-              const std::function<void(int, ProcessGroup&)>& fn) {
+              const std::function<void(int, ProcessGroup&)>& fn,
+              const torch::Device& device = torch::kCPU) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world);
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank]() {
       auto group =
-          ProcessGroup::FromStore(store, rank, world, torch::kCPU, timeout);
+          ProcessGroup::FromStore(store, rank, world, device, "gloo", timeout);
       if (!group.ok()) {
         errors[rank] = std::string(group.status().message());
         return;
@@ -34,38 +36,6 @@ void RunRanks(int world, milliseconds timeout,
   }
   for (auto& t : threads) t.join();
   for (int rank = 0; rank < world; ++rank) EXPECT_EQ(errors[rank], "") << rank;
-}
-
-TEST(DistEnvTest, ReadsTorchrunVariables) {
-  for (const char* v :
-       {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
-    unsetenv(v);
-  }
-  auto single = DistEnvFromEnvironment();
-  ASSERT_TRUE(single.ok());
-  EXPECT_EQ(single->world_size, 1);
-  setenv("WORLD_SIZE", "4", 1);
-  setenv("RANK", "2", 1);
-  setenv("MASTER_ADDR", "10.1.2.3", 1);
-  setenv("MASTER_PORT", "29511", 1);
-  auto env = DistEnvFromEnvironment();
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_EQ(env->rank, 2);
-  EXPECT_EQ(env->local_rank, 2);
-  EXPECT_EQ(env->master_addr, "10.1.2.3");
-  EXPECT_EQ(env->master_port, 29511);
-  setenv("RANK", "4", 1);
-  EXPECT_NE(
-      DistEnvFromEnvironment().status().message().find("RANK=4 is outside"),
-      std::string::npos);
-  setenv("RANK", "x", 1);
-  EXPECT_NE(DistEnvFromEnvironment().status().message().find("RANK='x'"),
-            std::string::npos);
-  setenv("RANK", "1", 1);
-  unsetenv("MASTER_PORT");
-  EXPECT_NE(DistEnvFromEnvironment().status().message().find("MASTER_PORT"),
-            std::string::npos);
-  for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR"}) unsetenv(v);
 }
 
 TEST(ProcessGroupTest, CollectivesAndConfigCheck) {
@@ -117,7 +87,9 @@ TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
     RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
       Net net;
       GradientReducer reducer(&group, net.params, bucket_bytes);
-      if (bucket_bytes == 64) EXPECT_GT(reducer.num_buckets(), 1);
+      if (bucket_bytes == 64) {
+        EXPECT_GT(reducer.num_buckets(), 1);
+      }
       reducer.Prepare(true);
       net.Loss(Batch().narrow(0, 4 * rank, 4)).backward();
       reducer.Finish();
@@ -129,6 +101,46 @@ TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
       }
     });
   }
+}
+
+// Several ranks sharing one GPU (train.ranks_per_device above 1): Gloo reduces
+// CUDA tensors through the host, the reducer's buckets live on the GPU, and the
+// trainer's host tensors are staged through it. Needs a CUDA LibTorch with gloo
+// headers and a GPU.
+TEST(GradientReducerTest, TwoGlooRanksShareOneGpu) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  Net reference;
+  reference.Loss(Batch()).backward();
+  RunRanks(
+      2, milliseconds(60000),
+      [&](int rank, ProcessGroup& group) {
+        EXPECT_EQ(group.backend(), "gloo");
+        EXPECT_EQ(group.device(), cuda);
+        Net net;
+        net.l1->to(cuda);
+        net.l2->to(cuda);
+        NamedTensors params = {{"l1.weight", net.l1->weight},
+                               {"l1.bias", net.l1->bias},
+                               {"l2.weight", net.l2->weight},
+                               {"l2.bias", net.l2->bias}};
+        GradientReducer reducer(&group, params);
+        reducer.Prepare(true);
+        net.Loss(Batch().narrow(0, 4 * rank, 4).to(cuda)).backward();
+        reducer.Finish();
+        for (size_t i = 0; i < params.size(); ++i) {
+          EXPECT_TRUE(torch::allclose(params[i].second.grad().cpu(),
+                                      reference.params[i].second.grad(), 1e-5,
+                                      1e-6))
+              << params[i].first;
+        }
+        std::vector<torch::Tensor> host = {torch::full({3}, rank + 1.0)};
+        group.AllReduceSum(host);
+        EXPECT_TRUE(torch::equal(host[0], torch::full({3}, 3.0)));
+        EXPECT_TRUE(group.CheckSameOnAllRanks("config", "same").ok());
+      },
+      cuda);
 }
 
 TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
@@ -151,6 +163,58 @@ TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
           << net.params[i].first;
     }
   });
+}
+
+// torchrun's static rendezvous: its agent serves the TCPStore on
+// MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True). Ranks that tried to serve
+// it too died with "Address already in use"; they now connect as clients
+// under /worker/attempt_<restart>, and a restarted attempt joins the same
+// store afresh.
+TEST(ProcessGroupTest, RanksJoinTorchrunsAgentStore) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  c10d::TCPStoreOptions options;
+  options.port = 0;  // any free port
+  options.isServer = true;
+  options.waitWorkers = false;
+  auto agent = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  DistEnv env;
+  env.world_size = 2;
+  env.master_port = agent->getPort();
+  env.use_agent_store = true;
+  for (int attempt : {0, 1}) {
+    env.restart_count = attempt;
+    std::vector<std::thread> threads;
+    std::vector<double> sums(2, 0);
+    std::vector<std::string> errors(2);
+    for (int rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank, env]() mutable {
+        env.rank = rank;
+        env.local_rank = rank;
+        auto group =
+            ProcessGroup::Init(env, torch::kCPU, "gloo", milliseconds(20000));
+        if (!group.ok()) {
+          errors[rank] = std::string(group.status().message());
+          return;
+        }
+        std::vector<torch::Tensor> t = {torch::full({1}, rank + 1.0)};
+        (*group)->AllReduceSum(t);
+        sums[rank] = t[0].item<double>();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_EQ(errors[rank], "") << "attempt " << attempt << " rank " << rank;
+      EXPECT_EQ(sums[rank], 3.0) << "attempt " << attempt << " rank " << rank;
+    }
+  }
+  // Serving the agent's port ourselves is what failed before.
+  env.use_agent_store = false;
+  env.rank = 0;
+  auto clash = ProcessGroup::Init(env, torch::kCPU, "gloo", milliseconds(2000));
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("rendezvous at 127.0.0.1:"),
+            std::string::npos)
+      << clash.status();
 }
 
 TEST(ProcessGroupTest, DeadRankEndsTheOthers) {
@@ -193,7 +257,7 @@ TEST(ProcessGroupTest, NcclSingleRankCollectives) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   auto store = c10::make_intrusive<c10d::HashStore>();
   auto group = ProcessGroup::FromStore(
-      store, 0, 1, torch::Device(torch::kCUDA, 0), milliseconds(60000));
+      store, 0, 1, torch::Device(torch::kCUDA, 0), "nccl", milliseconds(60000));
   ASSERT_TRUE(group.ok()) << group.status();
   EXPECT_EQ((*group)->backend(), "nccl");
   std::vector<torch::Tensor> t = {

@@ -28,6 +28,44 @@ TEST(RunSetupTest, RunConfigYamlIsTheSameOnEveryRank) {
   EXPECT_NE(yaml0, RunConfigYaml(rank1, setup));
 }
 
+// The rank-to-device mapping (no GPU needed: devices are only named).
+TEST(RunSetupTest, RanksMapToDevices) {
+  const torch::Device cuda(torch::kCUDA), cpu(torch::kCPU);
+  TrainConfig train;
+  auto d = ResolveRankDevice(train, cuda, 3, 4);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->device.str(), "cuda:3");
+  EXPECT_EQ(d->backend, "nccl");
+  d = ResolveRankDevice(train, cpu, 3, 0);
+  EXPECT_EQ(d->device.str(), "cpu");
+  EXPECT_EQ(d->backend, "gloo");
+  // An explicit index is kept (each rank sees only its own GPU).
+  d = ResolveRankDevice(train, torch::Device("cuda:0"), 5, 1);
+  EXPECT_EQ(d->device.str(), "cuda:0");
+
+  // Ranks sharing GPUs: two per device over Gloo.
+  train.ranks_per_device = 2;
+  for (int local_rank = 0; local_rank < 4; ++local_rank) {
+    d = ResolveRankDevice(train, cuda, local_rank, 2);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->device.index(), local_rank / 2);
+    EXPECT_EQ(d->backend, "gloo");
+  }
+  d = ResolveRankDevice(train, cuda, 4, 2);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find(
+                "LOCAL_RANK 4 maps to cuda:2 (train.ranks_per_device=2) but 2 "
+                "CUDA device(s) are visible"),
+            std::string::npos)
+      << d.status();
+
+  train = TrainConfig();
+  d = ResolveRankDevice(train, cuda, 1, 1);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("train.device=cuda:0"),
+            std::string::npos);
+}
+
 TEST(RunSetupTest, OneCpuProcessKeepsItsConfig) {
   ASSERT_EQ(std::getenv("WORLD_SIZE"), nullptr) << "run outside torchrun";
   Config config;

@@ -120,13 +120,7 @@ TrainerOptions Options(const std::string& run_dir, int64_t steps) {
   return o;
 }
 
-std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
+using testing::ReadMetrics;
 
 std::vector<double> Losses(const std::vector<nlohmann::json>& metrics) {
   std::vector<double> out;
@@ -553,7 +547,7 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank]() {
-      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU,
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
                                            std::chrono::milliseconds(30000));
       if (!group.ok()) {
         errors[rank] = std::string(group.status().message());
