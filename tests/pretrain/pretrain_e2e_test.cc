@@ -232,7 +232,7 @@ TEST_F(PretrainE2ETest, ExistingRunIsNotClobbered) {
                          "--set train.max_steps=2 --set train.log_steps=1 "
                          "--overwrite"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(Metrics(run.path()).size(), 2u);
+  EXPECT_EQ(ReadMetrics(run.path()).size(), 2u);
   EXPECT_FALSE(PathExists(run.Join("checkpoints/step_4")));
   EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_2")).ok());
   // The two ways of starting cannot be combined.
@@ -250,10 +250,10 @@ TEST_F(PretrainE2ETest, SecondProcessOnARunIsRefusedAndNamesTheHolder) {
               "--set train.max_steps=100000 --set train.save_steps=0 "
               "--set train.log_steps=1"),
       logs.Join("first.txt"));
-  for (int i = 0; i < 600 && Metrics(run.path()).empty(); ++i) {
+  for (int i = 0; i < 600 && ReadMetrics(run.path()).empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_FALSE(Metrics(run.path()).empty());
+  ASSERT_FALSE(ReadMetrics(run.path()).empty());
   CommandResult r =
       RunCommand(Command(run.path(),
                          "--resume latest --set train.max_steps=2 --set "
@@ -266,7 +266,7 @@ TEST_F(PretrainE2ETest, SecondProcessOnARunIsRefusedAndNamesTheHolder) {
   testing::KillGroup(first, SIGTERM);
   EXPECT_EQ(testing::WaitPid(first), 0) << *ReadFile(logs.Join("first.txt"));
   // Its metrics are its own: one line per step, steps 1, 2, 3, ...
-  const auto metrics = Metrics(run.path());
+  const auto metrics = ReadMetrics(run.path());
   for (size_t i = 0; i < metrics.size(); ++i) {
     EXPECT_EQ(metrics[i]["step"].get<int64_t>(), static_cast<int64_t>(i + 1));
   }
@@ -296,7 +296,7 @@ TEST_F(PretrainE2ETest, EarlySigtermExitsZeroBeforeAnyStep) {
   ASSERT_TRUE(caught);
   testing::KillGroup(pid, SIGTERM);
   EXPECT_EQ(testing::WaitPid(pid), 0) << *ReadFile(logs.Join("log.txt"));
-  EXPECT_TRUE(Metrics(run.path()).empty());
+  EXPECT_TRUE(ReadMetrics(run.path()).empty());
   CheckpointManager manager(run.path(), 0);
   EXPECT_TRUE(manager.ListSteps().empty());
   CommandResult r =
@@ -304,7 +304,7 @@ TEST_F(PretrainE2ETest, EarlySigtermExitsZeroBeforeAnyStep) {
                          "--set train.max_steps=3 --set train.log_steps=1 "
                          "--resume latest"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(Metrics(run.path()).size(), 3u);
+  EXPECT_EQ(ReadMetrics(run.path()).size(), 3u);
 }
 
 // Sizes from a config are checked before anything is allocated: a model too

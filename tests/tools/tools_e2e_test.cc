@@ -311,7 +311,9 @@ TEST_F(FinetuneE2ETest, FinetuneNeverWritesIntoAPretrainingRun) {
   const std::string pretrain = tmp.Join("pretrain");
   CopyTree(tmp_->Join("pretrain"), pretrain);
   for (const bool legacy : {false, true}) {
-    if (legacy) ASSERT_TRUE(RemoveAll(pretrain + "/run.json").ok());
+    if (legacy) {
+      ASSERT_TRUE(RemoveAll(pretrain + "/run.json").ok());
+    }
     const auto before = Snapshot(pretrain);
     for (const char* how : {"", " --overwrite", " --resume latest"}) {
       const CommandResult r = RunCommand(Finetune(

@@ -181,7 +181,9 @@ TEST(TrainerTest, KeepsTheBestEvaluationAndExtraFiles) {
   ASSERT_TRUE(dir.ok()) << dir.status();
   auto w = dir->Tensor("transformer.layer.0.ff.layer_1.weight");
   ASSERT_TRUE(w.ok());
-  if (state["step"] == 13) EXPECT_TRUE(torch::equal(*w, unit.linear_->weight));
+  if (state["step"] == 13) {
+    EXPECT_TRUE(torch::equal(*w, unit.linear_->weight));
+  }
   EXPECT_EQ(*ReadFile(tmp.Join("best/spiece.model")),
             std::string("\0bytes\xff", 7));
   EXPECT_EQ(*ReadFile(tmp.Join("checkpoints/step_13/spiece.model")),
@@ -479,7 +481,7 @@ std::vector<std::string> RunTwoRanks(const TrainerOptions& options) {
       RegressionUnit unit(4);
       unit.rank_ = rank;
       unit.world_ = 2;
-      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU,
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
                                            std::chrono::milliseconds(30000));
       if (!group.ok()) {
         errors[rank] = std::string(group.status().message());
