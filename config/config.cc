@@ -722,8 +722,24 @@ absl::Status CheckNoTokenStartingWithComma(const std::string& text,
     return i >= text.size() || text[i] == ' ' || text[i] == '\t' ||
            text[i] == '\r' || text[i] == '\n';
   };
-  for (size_t i = 0; i < text.size(); ++i) {
+  // yaml-cpp decodes UTF-16 (a BOM, or NULs) and skips a UTF-8 BOM: the
+  // scan below must read what it reads, so control characters (which YAML
+  // forbids anyway) and UTF-16 are refused.
+  if (text.compare(0, 2, "\xff\xfe") == 0 ||
+      text.compare(0, 2, "\xfe\xff") == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid YAML: UTF-16 (write UTF-8)"));
+  }
+  const size_t start = text.compare(0, 3, "\xef\xbb\xbf") == 0 ? 3 : 0;
+  for (size_t i = start; i < text.size(); ++i) {
     const char c = text[i];
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' &&
+         c != '\r') ||
+        c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", line, ": invalid YAML: control character ",
+          absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2)));
+    }
     if (c == '\n') {
       ++line;
       if (state != State::kQuoted) state = State::kTokenStart;
@@ -779,7 +795,7 @@ absl::Status CheckNoTokenStartingWithComma(const std::string& text,
           state = State::kComment;
         } else if ((c == '-' || c == '?' || c == ':') && blank(i + 1)) {
           // An indicator; the token after it starts fresh.
-        } else if ((i == 0 || text[i - 1] == '\n') &&
+        } else if ((i == start || text[i - 1] == '\n') &&
                    (text.compare(i, 3, "---") == 0 ||
                     text.compare(i, 3, "...") == 0) &&
                    blank(i + 3)) {
