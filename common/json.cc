@@ -40,6 +40,11 @@ absl::StatusOr<nlohmann::json> ParseJson(const std::string& text,
   } catch (const Json::parse_error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": not valid JSON (byte ", e.byte, ")"));
+  } catch (const Json::exception& e) {
+    // A number too big for a double ("1e512") is out_of_range, not a
+    // parse_error (found by fuzz/model_config_json_fuzzer.cc).
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not valid JSON (", e.what(), ")"));
   }
   if (!duplicate.empty()) {
     return absl::InvalidArgumentError(

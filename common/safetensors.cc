@@ -78,6 +78,11 @@ absl::StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(
   } catch (const Json::parse_error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": header is not valid JSON (byte ", e.byte, ")"));
+  } catch (const Json::exception& e) {
+    // A number too big for a double ("1e512") throws out_of_range, not
+    // parse_error (found by fuzz/squad_fuzzer.cc).
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": header is not valid JSON (", e.what(), ")"));
   }
   if (!root.is_object()) {
     return absl::InvalidArgumentError(

@@ -703,6 +703,112 @@ absl::Status ProblemToStatus(const Problem& p, const Locations& locations,
       absl::StrCat(where, ": ", p.key, ": ", p.message));
 }
 
+// yaml-cpp 0.7 (Debian 12) loops forever, allocating, on a ',' that starts
+// a token outside [] and {} (",", "- a\n,", "\"x\" ,", "&a,", "[a],",
+// "\"$x\"!,"; found by fuzz/config_yaml_fuzzer.cc), so such a comma is
+// refused before yaml-cpp sees the text. A small scan of YAML's tokens:
+// quoted scalars, anchors/aliases/tags, comments, flow brackets, indicators
+// and plain scalars (which may hold commas: "a, b", "a: b ,"). It is
+// stricter than YAML only for a line starting with ',' inside a block
+// scalar or a multi-line plain scalar.
+absl::Status CheckNoTokenStartingWithComma(const std::string& text,
+                                           const std::string& source) {
+  enum class State { kTokenStart, kPlain, kWord, kQuoted, kComment };
+  State state = State::kTokenStart;
+  char quote = 0;
+  int depth = 0;  // [] and {} nesting
+  int line = 1;
+  auto blank = [&](size_t i) {
+    return i >= text.size() || text[i] == ' ' || text[i] == '\t' ||
+           text[i] == '\r' || text[i] == '\n';
+  };
+  // yaml-cpp decodes UTF-16 (a BOM, or NULs) and skips a UTF-8 BOM: the
+  // scan below must read what it reads, so control characters (which YAML
+  // forbids anyway) and UTF-16 are refused.
+  if (text.compare(0, 2, "\xff\xfe") == 0 ||
+      text.compare(0, 2, "\xfe\xff") == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid YAML: UTF-16 (write UTF-8)"));
+  }
+  const size_t start = text.compare(0, 3, "\xef\xbb\xbf") == 0 ? 3 : 0;
+  for (size_t i = start; i < text.size(); ++i) {
+    const char c = text[i];
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' &&
+         c != '\r') ||
+        c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", line, ": invalid YAML: control character ",
+          absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2)));
+    }
+    if (c == '\n') {
+      ++line;
+      if (state != State::kQuoted) state = State::kTokenStart;
+      continue;
+    }
+    switch (state) {
+      case State::kComment:
+        break;
+      case State::kQuoted:
+        if (c == '\\' && quote == '"') {
+          ++i;
+        } else if (c == quote) {
+          state = State::kTokenStart;
+        }
+        break;
+      case State::kWord:  // &anchor, *alias, !tag
+        if (blank(i) || c == ',' || c == '[' || c == ']' || c == '{' ||
+            c == '}') {
+          state = State::kTokenStart;
+          --i;  // the character starts the next token
+        }
+        break;
+      case State::kPlain:
+        if (c == ':' && blank(i + 1)) {
+          state = State::kTokenStart;
+        } else if (c == '#' && blank(i - 1)) {
+          state = State::kComment;
+        } else if (depth > 0 &&
+                   (c == ',' || c == ']' || c == '}' || c == '[' || c == '{')) {
+          state = State::kTokenStart;
+          --i;
+        }
+        break;
+      case State::kTokenStart:
+        if (c == ' ' || c == '\t' || c == '\r') break;
+        if (c == ',') {
+          if (depth == 0) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(source, ":", line,
+                             ": invalid YAML: ',' outside a [] or {} "
+                             "collection"));
+          }
+        } else if (c == '[' || c == '{') {
+          ++depth;
+        } else if (c == ']' || c == '}') {
+          if (depth > 0) --depth;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+          state = State::kQuoted;
+        } else if (c == '&' || c == '*' || c == '!') {
+          state = State::kWord;
+        } else if (c == '#') {
+          state = State::kComment;
+        } else if ((c == '-' || c == '?' || c == ':') && blank(i + 1)) {
+          // An indicator; the token after it starts fresh.
+        } else if ((i == start || text[i - 1] == '\n') &&
+                   (text.compare(i, 3, "---") == 0 ||
+                    text.compare(i, 3, "...") == 0) &&
+                   blank(i + 3)) {
+          i += 2;
+        } else {
+          state = State::kPlain;
+        }
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> ConfigKeys(const std::string& section) {
@@ -737,6 +843,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
     const auto& all = AllConfigSections();
     return std::find(all.begin(), all.end(), section) != all.end();
   };
+  XLNET_RETURN_IF_ERROR(CheckNoTokenStartingWithComma(yaml_text, source));
   YAML::Node root;
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
@@ -765,6 +872,13 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
   Locations locations;
   std::map<std::string, std::string> section_lines;
   for (const auto& section_kv : root) {
+    // A complex key ("? [a]") or a null one would throw in as<string>()
+    // (found by fuzz/config_yaml_fuzzer.cc).
+    if (!section_kv.first.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(LocationOf(source, section_kv.first),
+                       ": a section name must be a string"));
+    }
     const std::string section = section_kv.first.as<std::string>();
     const std::string section_at = LocationOf(source, section_kv.first);
     if (auto [it, inserted] = section_lines.emplace(section, section_at);
@@ -791,6 +905,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
     }
     const std::vector<std::string> keys = ConfigKeys(section);
     for (const auto& kv : section_kv.second) {
+      if (!kv.first.IsScalar()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(LocationOf(source, kv.first), ": a key of section '",
+                         section, "' must be a string"));
+      }
       const std::string key = kv.first.as<std::string>();
       XLNET_RETURN_IF_ERROR(CheckNotMoved(LocationOf(source, kv.first),
                                           absl::StrCat(section, ".", key)));
@@ -836,6 +955,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
                                                      section, ".", key, "'",
                                                      DidYouMean(key, keys)));
     }
+    XLNET_RETURN_IF_ERROR(CheckNoTokenStartingWithComma(value, where));
     YAML::Node parsed;
     try {
       parsed = YAML::Load(value);
@@ -976,6 +1096,12 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
     }
     config.id2label = names;
   } else if (root.contains("num_labels") && root["num_labels"].is_number()) {
+    // get<int64_t>() of a float is a plain cast, undefined for 1e300.
+    if (!root["num_labels"].is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": num_labels ",
+                                                     root["num_labels"].dump(),
+                                                     " is not an integer"));
+    }
     const int64_t n = root["num_labels"].get<int64_t>();
     // A label list this long would be a config error, not a task.
     constexpr int64_t kMaxLabels = 1 << 20;

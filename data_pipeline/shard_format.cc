@@ -2,8 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -306,6 +308,35 @@ absl::Status WriteManifest(const std::string& dir,
   return WriteFileAtomic(dir + "/" + kManifestName, json.dump(2) + "\n");
 }
 
+namespace {
+
+// obj[key] as an integer. nlohmann's get<int64_t>() converts a float with a
+// plain cast, undefined behaviour for 1e300 (found by
+// fuzz/manifest_fuzzer.cc), so the type is checked first. Throws
+// std::invalid_argument naming the key.
+int64_t JsonInt(const Json& obj, const char* key) {
+  const Json& v = obj.at(key);
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+    throw std::invalid_argument(
+        absl::StrCat(key, ": ", v.dump(), " is not a 64-bit integer"));
+  }
+  return v.get<int64_t>();
+}
+
+// obj[key] as a non-negative integer.
+uint64_t JsonUnsigned(const Json& obj, const char* key) {
+  const Json& v = obj.at(key);
+  if (!v.is_number_unsigned()) {
+    throw std::invalid_argument(absl::StrCat(
+        key, ": ", v.dump(), " is not a non-negative 64-bit integer"));
+  }
+  return v.get<uint64_t>();
+}
+
+}  // namespace
+
 absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
   const std::string path = dir + "/" + kManifestName;
   if (!PathExists(path)) {
@@ -324,7 +355,7 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
   }
   ShardManifest out;
   try {
-    const uint32_t version = m.at("format_version").get<uint32_t>();
+    const uint64_t version = JsonUnsigned(m, "format_version");
     if (m.at("format").get<std::string>() != kFormatName || version < 1 ||
         version > kShardFormatVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -336,45 +367,46 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
     out.tokenizer_file = tok.at("file").get<std::string>();
     CheckPlainName(out.tokenizer_file, "tokenizer file");
     out.tokenizer_hash = tok.at("hash").get<std::string>();
-    out.vocab_size = tok.at("vocab_size").get<int64_t>();
+    out.vocab_size = JsonInt(tok, "vocab_size");
     const Json& rules = m.at("text_rules");
     out.rules.uncased = rules.at("uncased").get<bool>();
     out.rules.keep_accents = rules.at("keep_accents").get<bool>();
     out.use_eod = rules.at("use_eod").get<bool>();
-    out.max_line_bytes = rules.at("max_line_bytes").get<int64_t>();
+    out.max_line_bytes = JsonInt(rules, "max_line_bytes");
     // Version 1 manifests have no json_key (their inputs were plain text).
     out.json_key = rules.value("json_key", std::string("text"));
-    out.shard_bytes = m.at("shard_bytes").get<int64_t>();
+    out.shard_bytes = JsonInt(m, "shard_bytes");
     for (const Json& in : m.at("inputs")) {
       out.inputs.push_back(ManifestInput{in.at("path").get<std::string>(),
-                                         in.at("bytes").get<uint64_t>()});
+                                         JsonUnsigned(in, "bytes")});
     }
     for (const Json& s : m.at("shards")) {
       ManifestShard shard;
       shard.file = s.at("file").get<std::string>();
       CheckPlainName(shard.file, "shard file");
-      shard.input = s.at("input").get<uint64_t>();
-      shard.byte_begin = s.at("byte_begin").get<uint64_t>();
-      shard.byte_end = s.at("byte_end").get<uint64_t>();
-      shard.first_line = s.at("first_line").get<int64_t>();
-      shard.tokens = s.at("tokens").get<uint64_t>();
-      shard.docs = s.at("docs").get<uint64_t>();
+      shard.input = JsonUnsigned(s, "input");
+      shard.byte_begin = JsonUnsigned(s, "byte_begin");
+      shard.byte_end = JsonUnsigned(s, "byte_end");
+      shard.first_line = JsonInt(s, "first_line");
+      shard.tokens = JsonUnsigned(s, "tokens");
+      shard.docs = JsonUnsigned(s, "docs");
       shard.key = ParseHexU64(s.at("key"));
       shard.checksum = ParseHexU64(s.at("checksum"));
       out.shards.push_back(std::move(shard));
     }
     const Json& t = m.at("totals");
-    out.totals.files = t.at("files").get<int64_t>();
-    out.totals.empty_files = t.at("empty_files").get<int64_t>();
-    out.totals.lines = t.at("lines").get<int64_t>();
-    out.totals.tokens = t.at("tokens").get<int64_t>();
-    out.totals.docs = t.at("docs").get<int64_t>();
-    out.totals.invalid_utf8_lines = t.at("invalid_utf8_lines").get<int64_t>();
-    out.totals.overlong_lines = t.at("overlong_lines").get<int64_t>();
-    out.totals.skipped_records = t.value("skipped_records", int64_t{0});
+    out.totals.files = JsonInt(t, "files");
+    out.totals.empty_files = JsonInt(t, "empty_files");
+    out.totals.lines = JsonInt(t, "lines");
+    out.totals.tokens = JsonInt(t, "tokens");
+    out.totals.docs = JsonInt(t, "docs");
+    out.totals.invalid_utf8_lines = JsonInt(t, "invalid_utf8_lines");
+    out.totals.overlong_lines = JsonInt(t, "overlong_lines");
+    out.totals.skipped_records =
+        t.contains("skipped_records") ? JsonInt(t, "skipped_records") : 0;
     if (m.contains("part")) {
-      out.task = m.at("part").at("task").get<int64_t>();
-      out.num_tasks = m.at("part").at("num_tasks").get<int64_t>();
+      out.task = JsonInt(m.at("part"), "task");
+      out.num_tasks = JsonInt(m.at("part"), "num_tasks");
       if (out.num_tasks < 2 || out.task < 0 || out.task >= out.num_tasks) {
         throw std::invalid_argument("part: task not in [0, num_tasks)");
       }

@@ -251,6 +251,11 @@ absl::StatusOr<SquadDataset> ParseSquad(const std::string& contents,
   } catch (const Json::parse_error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": not valid JSON (byte ", e.byte, ")"));
+  } catch (const Json::exception& e) {
+    // A number too big for a double ("1e512") throws out_of_range, not
+    // parse_error (found by fuzz/squad_fuzzer.cc).
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not valid JSON (", e.what(), ")"));
   }
   if (!root.is_object() || !root.contains("data") || !root["data"].is_array()) {
     return absl::InvalidArgumentError(

@@ -37,7 +37,7 @@ struct Value {
   torch::Tensor tensor;  // kTensor (a storage is a 1-D tensor)
 };
 
-ValuePtr Make(Value::Kind kind) {
+ValuePtr MakeValue(Value::Kind kind) {
   auto v = std::make_shared<Value>();
   v->kind = kind;
   return v;
@@ -68,6 +68,19 @@ class Unpickler {
   Unpickler(const std::string& data,
             caffe2::serialize::PyTorchStreamReader* archive)
       : data_(data), archive_(archive) {}
+  // A pickle can put a list into itself (APPEND of a memoized or DUPed
+  // list): shared_ptr cycles, leaked without this (found by
+  // fuzz/pickle_fuzzer.cc). Every container still alive is emptied.
+  ~Unpickler() {
+    for (const std::weak_ptr<Value>& weak : containers_) {
+      if (ValuePtr v = weak.lock()) {
+        v->items.clear();
+        v->dict.clear();
+      }
+    }
+  }
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
 
   absl::StatusOr<ValuePtr> Run() {
     while (true) {
@@ -82,6 +95,16 @@ class Unpickler {
   }
 
  private:
+  // A new value; containers are remembered for the destructor.
+  ValuePtr Make(Value::Kind kind) {
+    ValuePtr v = MakeValue(kind);
+    if (kind == Value::Kind::kTuple || kind == Value::Kind::kList ||
+        kind == Value::Kind::kDict) {
+      containers_.push_back(v);
+    }
+    return v;
+  }
+
   absl::Status Error(const std::string& what) const {
     return absl::InvalidArgumentError(
         absl::StrCat("pickle offset ", pos_, ": ", what));
@@ -194,8 +217,14 @@ class Unpickler {
     const std::string record = "data/" + key;
     if (!archive_->hasRecord(record)) return Error("missing record " + record);
     auto [ptr, size] = archive_->getRecord(record);
+    // numel is checked against the record first: numel * element size could
+    // wrap around to the record's size.
+    if (numel < 0 || static_cast<uint64_t>(numel) > size) {
+      return Error(
+          absl::StrCat(record, ": ", size, " bytes, for ", numel, " elements"));
+    }
     const size_t want = static_cast<size_t>(numel) * c10::elementSize(dtype);
-    if (numel < 0 || size != want) {
+    if (size != want) {
       return Error(absl::StrCat(record, ": ", size, " bytes, expected ", want));
     }
     auto v = Make(Value::Kind::kTensor);
@@ -418,6 +447,7 @@ class Unpickler {
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
   std::map<uint64_t, ValuePtr> memo_;
+  std::vector<std::weak_ptr<Value>> containers_;
   std::map<std::string, ValuePtr> storages_;
 };
 
