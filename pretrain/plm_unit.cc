@@ -129,7 +129,17 @@ NamedTensors PlmUnit::Parameters() {
   return out;
 }
 
-NamedTensors PlmUnit::StateDict() { return HfStateDict(*model_); }
+// The live parameters (HF names; lm_loss.weight is tied and not listed), on
+// the model's device: the trainer loads checkpoints and broadcasts rank 0's
+// weights into these tensors. HfStateDict's CPU copies would be written
+// into and dropped on a GPU, leaving the model at its initial weights.
+NamedTensors PlmUnit::StateDict() {
+  NamedTensors out;
+  for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
+    out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
 
 void PlmUnit::SetTraining(bool training) { model_->train(training); }
 

@@ -43,7 +43,9 @@ class TrainUnit {
   virtual ~TrainUnit() = default;
   // Trainable parameters under their HuggingFace names.
   virtual NamedTensors Parameters() = 0;
-  // All tensors saved as model.safetensors (parameters and buffers).
+  // All tensors saved as model.safetensors (parameters and buffers): the
+  // model's own tensors on its device, not copies, since resuming and the
+  // rank-0 broadcast write into them.
   virtual NamedTensors StateDict() = 0;
   // config.json's text: ModelConfigToJson of the model's config, plus any
   // HF keys XLNetConfig lacks (e.g. problem_type).

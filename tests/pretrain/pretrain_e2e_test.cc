@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "common/safetensors.h"
+#include "config/config.h"
 #include "model_io/checkpoint_manager.h"
+#include "pretrain/plm_unit.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -325,12 +327,43 @@ TEST_F(PretrainE2ETest, HugeModelIsAOneLineErrorNamingTheKey) {
   EXPECT_NE(r.output.find("memory"), std::string::npos) << r.output;
 }
 
+// The trainer restores checkpoints and broadcasts rank 0's weights by
+// writing into StateDict(): it must hand out the model's own tensors. It
+// once returned CPU copies, which on a GPU left a resumed run at its
+// initial weights (seen on an H100: loss back near its step-100 value after
+// resuming at step 400); on CPU the copy was the tensor itself, so only this
+// identity check catches it here.
+TEST_F(PretrainE2ETest, UnitStateDictIsTheLiveParameters) {
+  auto config = LoadConfig(SourcePath("configs/tiny.yaml"), {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  PlmUnitOptions options;
+  options.config = *config;
+  options.data_dir = tmp_->Join("data");
+  auto unit = PlmUnit::Create(options);
+  ASSERT_TRUE(unit.ok()) << unit.status();
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& [name, p] : (*unit)->Parameters()) params[name] = p;
+  const NamedTensors state = (*unit)->StateDict();
+  ASSERT_FALSE(state.empty());
+  for (const auto& [name, t] : state) {
+    ASSERT_TRUE(params.count(name)) << name;
+    EXPECT_TRUE(t.is_same(params.at(name))) << name << " is a copy";
+  }
+  // Writing through StateDict() changes what the model computes with.
+  torch::NoGradGuard no_grad;
+  state.front().second.fill_(0.25);
+  EXPECT_EQ(params.at(state.front().first).max().item<double>(), 0.25);
+}
+
 // Thread counts from a config are capped at the machine's cores, with a
-// warning naming the key, instead of starting 100000 threads.
+// warning naming the key, instead of starting 100000 threads. The address
+// space limit (16 GB) makes 100000 threads' stacks fail fast if the cap
+// were missing, and leaves room for a pip LibTorch with its CUDA libraries
+// (4 GB did not: step 2 failed to allocate there); no GPU is used.
 TEST_F(PretrainE2ETest, ThreadCountsAreCapped) {
   testing::TempDir run;
   const CommandResult r =
-      RunCommand("ulimit -v 4000000; " +
+      RunCommand("ulimit -v 16000000; CUDA_VISIBLE_DEVICES= " +
                  Command(run.path(),
                          "--set train.max_steps=2 --set train.threads=100000 "
                          "--set data.loader_threads=100000"));
