@@ -26,12 +26,28 @@ import tempfile
 import time
 
 
+def _yaml_loader(yaml):
+    """A SafeLoader that also reads exponent floats without a dot (1e-12)
+    as numbers: PyYAML follows YAML 1.1, where they are strings, while
+    yaml-cpp (which wrote the config) and YAML 1.2 read them as floats."""
+    import re
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"))
+    return Loader
+
+
 def hf_step_seconds(ours, steps, warmup):
     import torch
     import transformers
     import yaml
 
-    cfg = yaml.safe_load(ours["config_yaml"])
+    cfg = yaml.load(ours["config_yaml"], Loader=_yaml_loader(yaml))
     m, d, t = cfg["model"], cfg["data"], cfg["train"]
     device = torch.device(t["device"])
     if device.type == "cpu":

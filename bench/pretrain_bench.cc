@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "bench/matmul_peak.h"
+#include "bench/step_profile.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -108,7 +109,11 @@ struct Flags {
       std::string(XLNET_SOURCE_DIR) + "/data/sample/brown_sample.txt";
   std::vector<std::string> overrides;
   int64_t steps = 20, warmup = 3, vocab = 1000, nproc = 1, master_port = 0;
-  int64_t matmul_size = 2048, matmul_seconds = 2, data_batches = 10;
+  int64_t matmul_size = 0, matmul_seconds = 2, data_batches = 10;
+  // Steps profiled after the timed ones (not timed), the Chrome trace file
+  // and the number of kernel/operator names listed.
+  int64_t profile_steps = 0, profile_top = 25;
+  std::string profile_trace;
 };
 
 absl::Status RunRank(const Flags& f, xlnet::Config config) {
@@ -118,7 +123,8 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   const int used_threads = rank.threads;
   std::unique_ptr<xlnet::ProcessGroup> group = std::move(rank.group);
   // The benchmark's own settings: only timed steps, no evaluation or saving.
-  config.train.max_steps = f.warmup + f.steps;
+  const int64_t timed_end = f.warmup + f.steps;
+  config.train.max_steps = timed_end + f.profile_steps;
   config.train.eval_steps = 0;
   config.train.log_steps = std::max<int64_t>(1, config.train.max_steps);
   const int64_t micro_batch = config.train.batch_size /
@@ -148,6 +154,10 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
         used_threads, f.warmup, f.steps);
   }
 
+  xlnet::bench::ResetGpuMemoryPeak(device);
+  xlnet::bench::GpuMemoryPeak gpu_peak;
+  absl::Status profile_status;
+  std::string profile_report;
   std::vector<xlnet::StepTiming> timings;
   // Process CPU time (all threads) between consecutive step ends.
   std::vector<double> cpu_seconds;
@@ -159,6 +169,18 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   options.progress = false;
   options.save_checkpoints = false;
   options.on_step = [&](const xlnet::StepTiming& t) {
+    if (t.step > timed_end) {  // profiled steps
+      if (t.step == timed_end + f.profile_steps && profile_status.ok()) {
+        auto report = xlnet::bench::StopStepProfile(
+            f.profile_steps, static_cast<int>(f.profile_top), f.profile_trace);
+        if (report.ok()) {
+          profile_report = *report;
+        } else {
+          profile_status = report.status();
+        }
+      }
+      return;
+    }
     timings.push_back(t);
     const double cpu_now = xlnet::bench::ProcessCpuSeconds();
     cpu_seconds.push_back(cpu_now - cpu_mark);
@@ -168,11 +190,19 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
           "step %d: %.3f s (CPU %.3f s), loss %.4f%s\n", t.step, t.seconds,
           cpu_seconds.back(), t.loss, t.step <= f.warmup ? " (warm-up)" : "");
     }
+    if (t.step == timed_end) {
+      gpu_peak = xlnet::bench::ReadGpuMemoryPeak(device);
+      if (f.profile_steps > 0 && env.rank == 0) {
+        profile_status = xlnet::bench::StartStepProfile(device);
+      }
+    }
   };
   xlnet::Trainer trainer(options, unit.get(), group.get());
   XLNET_ASSIGN_OR_RETURN(xlnet::TrainResult result, trainer.Run());
   const double peak_rss_mb = xlnet::bench::PeakRssMb();
   (void)result;
+  XLNET_RETURN_IF_ERROR(profile_status);
+  if (!profile_report.empty()) std::cout << profile_report << std::flush;
 
   std::vector<double> step_seconds, step_cpu_seconds;
   double tokens = 0, seconds = 0;
@@ -215,16 +245,20 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   XLNET_ASSIGN_OR_RETURN(const torch::ScalarType train_dtype,
                          xlnet::ParseDtype(config.train.dtype));
   double fp32_gflops = 0, peak_gflops = 0;
+  // Large enough to reach a GPU's tensor-core rate (2048 reaches about half
+  // of an H100's bf16 rate), small enough for a CPU's seconds.
+  const int64_t matmul_size =
+      f.matmul_size > 0 ? f.matmul_size : (device.is_cuda() ? 8192 : 2048);
   if (group) group->Barrier();
   if (env.rank == 0) {
     const int saved = torch::get_num_threads();
     if (!device.is_cuda()) xlnet::ConfigureThreads(0);
     fp32_gflops = xlnet::bench::MeasureMatmulGflops(
-        f.matmul_size, torch::kFloat32, f.matmul_seconds, device);
+        matmul_size, torch::kFloat32, f.matmul_seconds, device);
     peak_gflops =
         train_dtype == torch::kFloat32
             ? fp32_gflops
-            : xlnet::bench::MeasureMatmulGflops(f.matmul_size, train_dtype,
+            : xlnet::bench::MeasureMatmulGflops(matmul_size, train_dtype,
                                                 f.matmul_seconds, device);
     xlnet::ConfigureThreads(saved);
   }
@@ -249,7 +283,9 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   j["model_flops_per_sec"] = model_flops;
   j["matmul_peak_flops_per_sec"] = peak_gflops * 1e9;
   j["matmul_peak_dtype"] = config.train.dtype;
-  j["matmul_peak_size"] = f.matmul_size;
+  j["matmul_peak_size"] = matmul_size;
+  j["gpu_peak_allocated_mb"] = gpu_peak.allocated_mb;
+  j["gpu_peak_reserved_mb"] = gpu_peak.reserved_mb;
   j["fraction_of_matmul_peak"] =
       peak_gflops > 0 ? model_flops / (peak_gflops * 1e9) : 0;
   j["fp32_matmul_peak_flops_per_sec"] = fp32_gflops * 1e9;
@@ -291,11 +327,16 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   std::cout << absl::StrFormat(
       "xlnet-bench: %.0f tokens/s (median step %.3f s), peak RSS %.0f MiB, "
       "%.3g model GFLOP/s = %.1f%% of the %.1f GFLOP/s %s matmul peak, "
-      "data %.4f s/step (%.2f%% of a step) -> %s\n",
+      "data %.4f s/step (%.2f%% of a step)%s -> %s\n",
       tokens_per_sec, step_median, peak_rss_mb, model_flops / 1e9,
       100 * j["fraction_of_matmul_peak"].get<double>(), peak_gflops,
       config.train.dtype, data_median,
-      100 * j["data_fraction_of_step"].get<double>(), f.json_path);
+      100 * j["data_fraction_of_step"].get<double>(),
+      gpu_peak.allocated_mb >= 0
+          ? absl::StrFormat(", GPU peak %.0f MiB allocated (%.0f reserved)",
+                            gpu_peak.allocated_mb, gpu_peak.reserved_mb)
+          : std::string(),
+      f.json_path);
   return absl::OkStatus();
 }
 
@@ -322,7 +363,14 @@ absl::Status Run(int argc, char** argv) {
                "rendezvous port for --nproc_per_node (0 = a free port)");
   flags.AddInt("matmul_size", &f.matmul_size,
                "n of the n x n products (fp32 and the training dtype) that "
-               "measure the peak");
+               "measure the peak (0: 8192 on CUDA, 2048 on CPU)");
+  flags.AddInt("profile_steps", &f.profile_steps,
+               "steps run after the timed ones under LibTorch's profiler; "
+               "prints the kernels (CUDA) or operators (CPU) taking the most "
+               "time per step");
+  flags.AddInt("profile_top", &f.profile_top, "names listed by the profile");
+  flags.AddString("profile_trace", &f.profile_trace,
+                  "Chrome trace of the profiled steps (chrome://tracing)");
   flags.AddInt("matmul_seconds", &f.matmul_seconds,
                "seconds the peak is measured for");
   flags.AddInt("data_batches", &f.data_batches,
@@ -333,10 +381,11 @@ absl::Status Run(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
-  if (f.steps < 1 || f.warmup < 0 || f.nproc < 1 || f.data_batches < 1) {
+  if (f.steps < 1 || f.warmup < 0 || f.nproc < 1 || f.data_batches < 1 ||
+      f.profile_steps < 0 || f.profile_top < 1 || f.matmul_size < 0) {
     return absl::InvalidArgumentError(
-        "--steps, --nproc_per_node and --data_batches must be >= 1 and "
-        "--warmup >= 0");
+        "--steps, --nproc_per_node, --data_batches and --profile_top must be "
+        ">= 1 and --warmup, --profile_steps, --matmul_size >= 0");
   }
   XLNET_ASSIGN_OR_RETURN(xlnet::Config config,
                          xlnet::LoadConfig(f.config_path, f.overrides));

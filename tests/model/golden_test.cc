@@ -1,5 +1,7 @@
 // XLNet against HuggingFace's outputs and gradients on the tiny golden model
 // (tests/fixtures/golden_tiny, see its README). Tolerance 1e-4 throughout.
+// XLNET_TEST_DEVICE=cuda runs them on a GPU (with XLNET_TEST_ATTENTION=cuda
+// through the fused attention kernel).
 #include <gtest/gtest.h>
 
 #include "tests/model/test_util.h"
@@ -12,13 +14,18 @@ using testing::LoadGoldenModel;
 using testing::MaxAbsDiff;
 using testing::ReportDiff;
 using testing::ReadTensors;
+using testing::TestDevice;
 
 constexpr double kTol = 1e-4;
 
 class GoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (TestDevice().is_cuda() && !torch::cuda::is_available()) {
+      GTEST_SKIP() << "XLNET_TEST_DEVICE=cuda but no CUDA device";
+    }
     in_ = ReadTensors(GoldenDir() + "/inputs.safetensors");
+    for (auto& [name, t] : in_) t = t.to(TestDevice());
     out_ = ReadTensors(GoldenDir() + "/outputs.safetensors");
   }
   XLNetInputs Base() {
@@ -43,7 +50,8 @@ class GoldenTest : public ::testing::Test {
     return x;
   }
   std::vector<torch::Tensor> GoldenMems(const std::string& prefix) {
-    return {out_.at(prefix + ".0"), out_.at(prefix + ".1")};
+    return {out_.at(prefix + ".0").to(TestDevice()),
+            out_.at(prefix + ".1").to(TestDevice())};
   }
   std::map<std::string, torch::Tensor> in_, out_;
 };

@@ -21,13 +21,9 @@ namespace {
 using testing::GoldenDir;
 using testing::ReadTensors;
 using testing::ReportDiff;
+using testing::TestDevice;
 
 constexpr double kTol = 1e-4;
-
-torch::Device TestDevice() {
-  const char* d = std::getenv("XLNET_TEST_DEVICE");
-  return torch::Device(d && *d ? d : "cpu");
-}
 
 class HfExtraTest : public ::testing::Test {
  protected:

@@ -41,7 +41,7 @@ inline std::map<std::string, torch::Tensor> ReadTensors(
 inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
   if (!a.sizes().equals(b.sizes())) return 1e30;
-  return (a.to(torch::kDouble) - b.to(torch::kDouble))
+  return (a.to(torch::kCPU, torch::kDouble) - b.to(torch::kCPU, torch::kDouble))
       .abs()
       .max()
       .item<double>();
@@ -53,6 +53,13 @@ inline double ReportDiff(const std::string& name, const torch::Tensor& a,
   const double d = MaxAbsDiff(a, b);
   std::printf("[ diff     ] %s max_abs_diff=%.3g\n", name.c_str(), d);
   return d;
+}
+
+// The device the HF comparisons run on: XLNET_TEST_DEVICE ("cpu" by
+// default; "cuda" on a GPU machine, see scripts/gpu_check.sh).
+inline torch::Device TestDevice() {
+  const char* d = std::getenv("XLNET_TEST_DEVICE");
+  return torch::Device(d && *d ? d : "cpu");
 }
 
 // The attention core the HF comparisons and the activation-checkpoint
@@ -90,10 +97,12 @@ inline XLNetLMHeadModel LoadGoldenModel(
     auto status = LoadStateDict(*other, HfStateDict(**model), "golden");
     EXPECT_TRUE(status.ok()) << status;
     other->eval();
+    other->to(TestDevice());
     other->transformer->SetAttention(TestAttention());
     return other;
   }
   (*model)->eval();
+  (*model)->to(TestDevice());
   (*model)->transformer->SetAttention(TestAttention());
   return *model;
 }
