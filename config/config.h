@@ -178,7 +178,8 @@ struct TrainConfig {
   // Recompute each layer's activations in backward to save memory.
   bool activation_checkpointing = false;
   // Attention core: "unfused", "tiled" (fused op, CPU) or "cuda" (fused
-  // op's kernel: unverified, needs -DXLNET_CUDA_ATTENTION=ON); model/README.md.
+  // op's kernel, needs -DXLNET_CUDA_ATTENTION=ON; correct but slower than
+  // unfused on an H100); model/README.md.
   std::string attention = "unfused";
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;

@@ -2,10 +2,10 @@
 // kernels of attention_kernels.cu. Compiled only with -DXLNET_WITH_CUDA=ON
 // -DXLNET_CUDA_ATTENTION=ON (model/CMakeLists.txt).
 //
-// UNVERIFIED: built with nvcc 13.0 and g++ 12 against LibTorch 1.13's
-// headers on a machine without a GPU; it has never run. The tests in
-// tests/model/tiled_attention_test.cc (CudaAttentionTest) compare it with
-// the CPU path on a machine that has a GPU.
+// Ran on one H100 against LibTorch 2.11: CudaAttentionTest
+// (tests/model/tiled_attention_test.cc, against the CPU path) and the HF
+// golden comparisons through it pass; 7.4x slower than the unfused path in
+// bf16 at the base preset (SIMT arithmetic), hence off by default.
 #pragma once
 
 #include <torch/torch.h>
