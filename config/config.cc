@@ -705,7 +705,8 @@ absl::Status ProblemToStatus(const Problem& p, const Locations& locations,
 
 // yaml-cpp 0.7 (Debian 12) loops forever, allocating, on a ',' that starts
 // a token outside [] and {} (",", "- a\n,", "\"x\" ,", "&a,", "[a],",
-// "\"$x\"!,"; found by fuzz/config_yaml_fuzzer.cc), so such a comma is
+// "\"$x\"!,", and "&a\rb," with a lone carriage return; found by
+// fuzz/config_yaml_fuzzer.cc), so such a comma (and a lone CR) is
 // refused before yaml-cpp sees the text. A small scan of YAML's tokens:
 // quoted scalars, anchors/aliases/tags, comments, flow brackets, indicators
 // and plain scalars (which may hold commas: "a, b", "a: b ,"). It is
@@ -733,6 +734,15 @@ absl::Status CheckNoTokenStartingWithComma(const std::string& text,
   const size_t start = text.compare(0, 3, "\xef\xbb\xbf") == 0 ? 3 : 0;
   for (size_t i = start; i < text.size(); ++i) {
     const char c = text[i];
+    // A carriage return not followed by a line feed is a line break to
+    // yaml-cpp, but not to this scan (and "&a\rb," sends yaml-cpp 0.7 into
+    // the same endless allocation): refused, CRLF stays accepted.
+    if (c == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", line,
+          ": invalid YAML: a carriage return without a line feed (use \\n "
+          "or \\r\\n line endings)"));
+    }
     if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' &&
          c != '\r') ||
         c == 0x7f) {
