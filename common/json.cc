@@ -53,4 +53,26 @@ absl::StatusOr<nlohmann::json> ParseJson(const std::string& text,
   return root;
 }
 
+absl::StatusOr<int64_t> JsonInteger(const nlohmann::json& value,
+                                    absl::string_view what, int64_t min,
+                                    int64_t max) {
+  bool in_range = false;
+  int64_t n = 0;
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    in_range = max >= 0 && u <= static_cast<uint64_t>(max);
+    n = in_range ? static_cast<int64_t>(u) : 0;
+    in_range = in_range && n >= min;
+  } else if (value.is_number_integer()) {
+    n = value.get<int64_t>();
+    in_range = n >= min && n <= max;
+  }
+  if (!in_range) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", value.dump(), " is not an integer in [", min, ", ", max,
+        "]"));
+  }
+  return n;
+}
+
 }  // namespace xlnet

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/status.h"
 #include "data_pipeline/tokenizer.h"
 
@@ -263,13 +264,9 @@ absl::StatusOr<bool> LineReader::Next(Line* line) {
 
 absl::Status RecordText(std::string_view record, const std::string& key,
                         std::string* text) {
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(record);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a JSON record (", e.what(), ")"));
-  }
+  // A repeated key (which "text" wins?) is an error like bad JSON.
+  XLNET_ASSIGN_OR_RETURN(const nlohmann::json json,
+                         ParseJson(std::string(record), "JSON record"));
   if (!json.is_object()) {
     return absl::InvalidArgumentError("a JSON record must be an object");
   }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -122,24 +123,25 @@ std::string SamplerState::ToString() const {
 }
 
 absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    if (j.at("version").get<int>() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("sampler state version ",
-                                                     j.at("version").dump(),
-                                                     " is not supported"));
-    }
-    SamplerState state;
-    state.step = j.at("step").get<int64_t>();
-    state.fingerprint = j.at("fingerprint").get<std::string>();
-    if (state.step < 0) {
-      return absl::InvalidArgumentError("sampler state: negative step");
-    }
-    return state;
-  } catch (const nlohmann::json::exception& e) {
+  XLNET_ASSIGN_OR_RETURN(const nlohmann::json j,
+                         ParseJson(text, "sampler state"));
+  if (!j.is_object() || !j.contains("version") || !j.contains("step") ||
+      !j.contains("fingerprint") || !j["fingerprint"].is_string()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid sampler state: ", e.what()));
+        "sampler state: needs version, step and fingerprint");
   }
+  XLNET_ASSIGN_OR_RETURN(
+      const int64_t version,
+      JsonInteger(j["version"], "sampler state: version", 1, INT64_MAX));
+  if (version != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampler state version ", version, " is not supported"));
+  }
+  SamplerState state;
+  XLNET_ASSIGN_OR_RETURN(
+      state.step, JsonInteger(j["step"], "sampler state: step", 0, INT64_MAX));
+  state.fingerprint = j["fingerprint"].get<std::string>();
+  return state;
 }
 
 Sampler::~Sampler() { StopWorkers(); }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/status.h"
 
 namespace xlnet::data {
@@ -310,19 +311,14 @@ absl::Status WriteManifest(const std::string& dir,
 
 namespace {
 
-// obj[key] as an integer. nlohmann's get<int64_t>() converts a float with a
-// plain cast, undefined behaviour for 1e300 (found by
-// fuzz/manifest_fuzzer.cc), so the type is checked first. Throws
-// std::invalid_argument naming the key.
+// obj[key] as a non-negative int64 (every signed count of a manifest is):
+// nlohmann's get<int64_t>() of a float is a plain cast, undefined behaviour
+// for 1e300 (found by fuzz/manifest_fuzzer.cc), so JsonInteger checks it.
+// Throws std::invalid_argument naming the key.
 int64_t JsonInt(const Json& obj, const char* key) {
-  const Json& v = obj.at(key);
-  if (!v.is_number_integer() ||
-      (v.is_number_unsigned() &&
-       v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-    throw std::invalid_argument(
-        absl::StrCat(key, ": ", v.dump(), " is not a 64-bit integer"));
-  }
-  return v.get<int64_t>();
+  absl::StatusOr<int64_t> v = JsonInteger(obj.at(key), key, 0, INT64_MAX);
+  if (!v.ok()) throw std::invalid_argument(std::string(v.status().message()));
+  return *v;
 }
 
 // obj[key] as a non-negative integer.
@@ -346,13 +342,10 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
   }
   XLNET_ASSIGN_OR_RETURN(const std::string text,
                          ReadFile(path, kMaxManifestBytes));
-  Json m;
-  try {
-    m = Json::parse(text);
-  } catch (const Json::exception& e) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": invalid JSON: ", e.what()));
-  }
+  // Our own file: damage (bad JSON, a repeated key) is data loss.
+  absl::StatusOr<Json> parsed = ParseJson(text, path);
+  if (!parsed.ok()) return absl::DataLossError(parsed.status().message());
+  const Json m = std::move(*parsed);
   ShardManifest out;
   try {
     const uint64_t version = JsonUnsigned(m, "format_version");

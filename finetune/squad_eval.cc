@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -232,18 +234,24 @@ namespace {
 template <typename T>
 absl::StatusOr<std::map<std::string, T>> ReadJsonMap(const std::string& path) {
   XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  // A question id given twice would score whichever answer parsed last.
+  XLNET_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, path));
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected a JSON object {\"id\": ...}"));
+  }
   std::map<std::string, T> out;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    if (!j.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": expected a JSON object {\"id\": ...}"));
+  for (const auto& item : j.items()) {
+    const bool right_type = std::is_same_v<T, std::string>
+                                ? item.value().is_string()
+                                : item.value().is_number();
+    if (!right_type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": '", item.key(), "': expected a ",
+          std::is_same_v<T, std::string> ? "string" : "number", ", got ",
+          item.value().dump()));
     }
-    for (const auto& item : j.items()) {
-      out[item.key()] = item.value().template get<T>();
-    }
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+    out[item.key()] = item.value().template get<T>();
   }
   return out;
 }

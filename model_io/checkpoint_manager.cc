@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -111,14 +112,23 @@ absl::Status VerifyChecksums(const std::string& dir) {
                                               FileKind(st.st_mode), ")"));
     }
     if (!entry.is_object() || !entry.contains("bytes") ||
-        !entry["bytes"].is_number_integer() || !entry.contains("crc32") ||
-        !entry["crc32"].is_number_unsigned() ||
-        entry["bytes"].get<int64_t>() != static_cast<int64_t>(st.st_size)) {
+        !entry.contains("crc32")) {
+      return absl::DataLossError(absl::StrCat(
+          dir, "/", kChecksumsFile, ": '", name, "' needs bytes and crc32"));
+    }
+    // Range-checked, not cast: crc32 2^32 + c must not pass for c.
+    absl::StatusOr<int64_t> bytes =
+        JsonInteger(entry["bytes"], absl::StrCat(path, ": bytes"), 0, INT64_MAX);
+    absl::StatusOr<int64_t> want_crc = JsonInteger(
+        entry["crc32"], absl::StrCat(path, ": crc32"), 0, UINT32_MAX);
+    if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
+    if (!want_crc.ok()) return absl::DataLossError(want_crc.status().message());
+    if (*bytes != static_cast<int64_t>(st.st_size)) {
       return absl::DataLossError(absl::StrCat(path, ": size ", st.st_size,
                                               " does not match the manifest"));
     }
     XLNET_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32(path));
-    if (crc != entry["crc32"].get<uint32_t>()) {
+    if (crc != *want_crc) {
       return absl::DataLossError(absl::StrCat(path, ": checksum mismatch"));
     }
   }

@@ -238,12 +238,15 @@ absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a '", kind, "' file"));
   }
-  if (!root.contains("format_version") ||
-      !root["format_version"].is_number_integer()) {
+  if (!root.contains("format_version")) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": missing format_version"));
   }
-  const int version = root["format_version"].get<int>();
+  // get<int>() would read 2^32 + 1 as version 1.
+  XLNET_ASSIGN_OR_RETURN(
+      const int64_t version,
+      JsonInteger(root["format_version"], absl::StrCat(path, ": format_version"),
+                  INT64_MIN, INT64_MAX));
   if (version < 1 || version > max_version) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": format_version ", version, " of '", kind,

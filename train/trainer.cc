@@ -192,11 +192,13 @@ absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
   std::string line, kept;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    try {
-      auto j = nlohmann::json::parse(line);
-      if (j.contains("step") && j["step"].get<int64_t>() > step) continue;
-    } catch (const std::exception&) {
-      continue;  // a torn last line from a crash
+    // A line that does not parse is a torn last line from a crash.
+    absl::StatusOr<nlohmann::json> j = ParseJson(line, path);
+    if (!j.ok() || !j->is_object()) continue;
+    if (j->contains("step")) {
+      absl::StatusOr<int64_t> s =
+          JsonInteger((*j)["step"], path, 0, INT64_MAX);
+      if (!s.ok() || *s > step) continue;
     }
     kept += line + "\n";
   }

@@ -20,5 +20,32 @@ TEST(JsonTest, RepeatedKeysAreErrorsAtAnyDepth) {
   EXPECT_EQ(bad.status().message().rfind("bad.json: not valid JSON", 0), 0u);
 }
 
+TEST(JsonTest, IntegersAreRangeCheckedNotCast) {
+  auto j = ParseJson(
+      R"({"ok": 7, "neg": -3, "big": 4294967297, "huge": 18446744073709551615,
+          "float": 1.0, "e": 1e300, "s": "7"})",
+      "n.json");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(*JsonInteger((*j)["ok"], "n.json: ok", 0, 10), 7);
+  EXPECT_EQ(*JsonInteger((*j)["neg"], "n.json: neg", -5, 0), -3);
+  // get<int>() would read 2^32 + 1 as 1.
+  auto big = JsonInteger((*j)["big"], "n.json: big", 0, INT32_MAX);
+  EXPECT_EQ(big.status().message(),
+            "n.json: big: 4294967297 is not an integer in [0, 2147483647]");
+  EXPECT_FALSE(JsonInteger((*j)["huge"], "h", INT64_MIN, INT64_MAX).ok());
+  EXPECT_FALSE(JsonInteger((*j)["neg"], "neg", 0, 10).ok());
+  EXPECT_FALSE(JsonInteger((*j)["float"], "f", 0, 10).ok());
+  EXPECT_FALSE(JsonInteger((*j)["e"], "e", INT64_MIN, INT64_MAX).ok());
+  EXPECT_FALSE(JsonInteger((*j)["s"], "s", 0, 10).ok());
+  EXPECT_EQ(*JsonInteger(nlohmann::json(UINT32_MAX), "u", 0, UINT32_MAX),
+            int64_t{UINT32_MAX});
+}
+
+TEST(JsonTest, HugeNumbersAreErrorsNotExceptions) {
+  auto j = ParseJson(R"({"a": 1e512})", "big.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().message().rfind("big.json: not valid JSON", 0), 0u);
+}
+
 }  // namespace
 }  // namespace xlnet

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "tests/test_util.h"
 
@@ -113,6 +114,18 @@ TEST_F(SafetensorsTest, BadJson) {
   EXPECT_NE(Error(WriteRaw("l.safetensors", R"({"a": {"dtype": "F32"}})", 0))
                 .find("needs dtype, shape and data_offsets"),
             std::string::npos);
+}
+
+// Two entries of one name: the first (or the last) would win silently
+// depending on the reader, so the file is refused.
+TEST_F(SafetensorsTest, DuplicateTensorNameIsAnError) {
+  const std::string entry =
+      R"("w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  const std::string path = WriteRaw(
+      "dup.safetensors", absl::StrCat("{", entry, ", ", entry, "}"), 4);
+  EXPECT_NE(Error(path).find("dup.safetensors: header: duplicate key 'w'"),
+            std::string::npos)
+      << Error(path);
 }
 
 TEST_F(SafetensorsTest, OffsetsOutOfRange) {

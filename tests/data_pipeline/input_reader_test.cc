@@ -185,8 +185,12 @@ TEST(InputReaderTest, RecordTextNamesWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(RecordText("[1, 2]", "text", &text).message().find("object"),
             std::string::npos);
-  EXPECT_NE(RecordText("{oops", "text", &text).message().find("not a JSON"),
-            std::string::npos);
+  EXPECT_NE(
+      RecordText("{oops", "text", &text).message().find("not valid JSON"),
+      std::string::npos);
+  EXPECT_EQ(RecordText(R"({"text": "a", "text": "b"})", "text", &text)
+                .message(),
+            "JSON record: duplicate key 'text'");
 }
 
 }  // namespace

@@ -313,6 +313,17 @@ TEST(SamplerTest, ResumeReproducesTheNextBatches) {
   ASSERT_NE(other_seed, nullptr);
   EXPECT_FALSE(other_seed->Restore(*state).ok());
   EXPECT_FALSE(SamplerState::FromString("{\"step\": 1}").ok());
+  // Hand-edited or damaged states are refused, not cast.
+  for (const char* bad :
+       {R"({"version": 1, "step": -1, "fingerprint": "f"})",
+        R"({"version": 1, "step": 1e300, "fingerprint": "f"})",
+        R"({"version": 4294967297, "step": 1, "fingerprint": "f"})",
+        R"({"version": 1, "step": 1, "step": 2, "fingerprint": "f"})"}) {
+    auto refused = SamplerState::FromString(bad);
+    EXPECT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().message().rfind("sampler state", 0), 0u)
+        << refused.status();
+  }
 }
 
 TEST(SamplerTest, ContentDependsOnlyOnSeedRowAndStep) {

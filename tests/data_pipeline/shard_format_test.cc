@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "tests/test_util.h"
 
@@ -145,6 +146,20 @@ TEST(ShardFormatTest, ManifestRoundTrips) {
   // Writing what was read gives the same bytes.
   ASSERT_TRUE(WriteManifest(tmp.path(), *back).ok());
   EXPECT_EQ(*ReadFile(tmp.Join(kManifestName)), text);
+
+  // A negative or fractional count is damage, not a value to cast.
+  for (const char* bad : {"-1000", "1000.5", "1e300"}) {
+    std::string edited = text;
+    const size_t at = edited.find("\"vocab_size\": 1000");
+    ASSERT_NE(at, std::string::npos);
+    edited.replace(at, 18, absl::StrCat("\"vocab_size\": ", bad));
+    ASSERT_TRUE(WriteFileAtomic(tmp.Join(kManifestName), edited).ok());
+    auto refused = ReadManifest(tmp.path());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_NE(refused.status().message().find("vocab_size: "),
+              std::string::npos)
+        << refused.status();
+  }
 }
 
 TEST(ShardFormatTest, BadManifestsNameTheFile) {
@@ -155,8 +170,12 @@ TEST(ShardFormatTest, BadManifestsNameTheFile) {
   ASSERT_TRUE(WriteFileAtomic(path, "{").ok());
   auto json = ReadManifest(tmp.path());
   EXPECT_EQ(json.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(json.status().message().find(path + ": invalid JSON"),
+  EXPECT_NE(json.status().message().find(path + ": not valid JSON"),
             std::string::npos);
+  ASSERT_TRUE(WriteFileAtomic(path, R"({"format": "a", "format": "b"})").ok());
+  auto dup = ReadManifest(tmp.path());
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(dup.status().message(), path + ": duplicate key 'format'");
   ASSERT_TRUE(
       WriteFileAtomic(path, R"({"format": "other", "format_version": 1})")
           .ok());

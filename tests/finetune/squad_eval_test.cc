@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "common/file_util.h"
 #include "tests/finetune/finetune_test_env.h"
 #include "tests/test_util.h"
 
@@ -156,6 +158,30 @@ TEST(SquadEvalTest, MatchesTheOfficialScriptOnTheScoringFixture) {
     }
     EXPECT_TRUE(r->missing.empty());
   }
+}
+
+// Prediction and null-odds files: a repeated question id or a value of the
+// wrong type is an error naming the file (before: the last one won, and a
+// number as an answer threw a bare type_error).
+TEST(SquadEvalTest, BadPredictionFilesNameFileAndId) {
+  using ::xlnet::finetune::testing::FixturePath;
+  ::xlnet::testing::TempDir tmp;
+  SquadEvalRunOptions run;
+  run.data = FixturePath("squad_scoring.json");
+  run.predictions = tmp.Join("pred.json");
+  auto message = [&](const std::string& text) {
+    EXPECT_TRUE(WriteFileAtomic(run.predictions, text).ok());
+    std::ostringstream out;
+    const absl::Status s = RunSquadEvaluation(run, out);
+    EXPECT_FALSE(s.ok()) << text;
+    return std::string(s.message());
+  };
+  EXPECT_EQ(message(R"({"q1": "a", "q1": "b"})"),
+            run.predictions + ": duplicate key 'q1'");
+  EXPECT_EQ(message(R"({"q1": 5})"),
+            run.predictions + ": 'q1': expected a string, got 5");
+  EXPECT_EQ(message("[]"),
+            run.predictions + ": expected a JSON object {\"id\": ...}");
 }
 
 }  // namespace

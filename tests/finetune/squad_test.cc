@@ -110,6 +110,12 @@ TEST(SquadReaderTest, BadQuestionsNameIdAndArticle) {
   EXPECT_NE(not_json.status().message().find("broken.json: not valid JSON"),
             std::string::npos);
   EXPECT_FALSE(ParseSquad("{\"rows\": []}", "x.json", {}).ok());
+  // Two "context"s: which one the answer offsets refer to is ambiguous.
+  auto dup = ParseSquad(
+      R"({"data": [{"title": "T", "paragraphs": [{"context": "a b",
+          "context": "c d", "qas": []}]}]})",
+      "dup.json", unlabeled);
+  EXPECT_EQ(dup.status().message(), "dup.json: duplicate key 'context'");
 }
 
 SquadFeatureOptions SmallWindows(bool training) {

@@ -78,6 +78,37 @@ TEST(CheckpointTest, CorruptNewestFallsBackToPrevious) {
   EXPECT_EQ(*manager.LatestValid(), manager.StepDir(1));
 }
 
+// A manifest's numbers are range-checked, not cast: crc32 + 2^32 would pass
+// for the true CRC under get<uint32_t>(), a fractional size for its floor.
+TEST(CheckpointTest, ManifestNumbersAreRangeChecked) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), 0);
+  ASSERT_TRUE(manager.Save(1, TinyModel(), Contents(1)).ok());
+  const std::string dir = manager.StepDir(1);
+  const std::string manifest_path = dir + "/checksums.json";
+  const nlohmann::json good = testing::ReadJsonFile(manifest_path);
+  ASSERT_TRUE(VerifyChecksums(dir).ok());
+  const nlohmann::json entry = good["files"]["model.safetensors"];
+  const uint64_t crc = entry["crc32"].get<uint64_t>();
+  const uint64_t bytes = entry["bytes"].get<uint64_t>();
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"crc32", crc + (uint64_t{1} << 32)}, {"bytes", bytes}},
+       "model.safetensors: crc32: "},
+      {{{"crc32", crc}, {"bytes", static_cast<double>(bytes) + 0.5}},
+       "model.safetensors: bytes: "},
+      {{{"crc32", -1}, {"bytes", bytes}}, "model.safetensors: crc32: "},
+      {{{"bytes", bytes}}, "'model.safetensors' needs bytes and crc32"},
+  };
+  for (const auto& [bad, expected] : cases) {
+    nlohmann::json manifest = good;
+    manifest["files"]["model.safetensors"] = bad;
+    ASSERT_TRUE(WriteFileAtomic(manifest_path, manifest.dump()).ok());
+    const absl::Status s = VerifyChecksums(dir);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << bad.dump();
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s;
+  }
+}
+
 TEST(CheckpointTest, TruncatedOrUnmanifestedCheckpointIsNeverLoaded) {
   testing::TempDir tmp;
   CheckpointManager manager(tmp.path(), 0);

@@ -57,6 +57,19 @@ TEST(ModelDirTest, ClearErrors) {
   EXPECT_NE(newer.status().message().find("format_version 3"),
             std::string::npos);
   EXPECT_FALSE(ReadStateJson(state, "optimizer", 3).ok());
+  // 2^32 + 1 is not version 1 (get<int>() used to truncate it).
+  ASSERT_TRUE(WriteFileAtomic(state, R"({"format": "trainer_state",
+      "format_version": 4294967297})")
+                  .ok());
+  auto wrapped = ReadStateJson(state, "trainer_state", 3);
+  EXPECT_EQ(wrapped.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrapped.status().message().find("format_version 4294967297"),
+            std::string::npos)
+      << wrapped.status();
+  ASSERT_TRUE(WriteFileAtomic(state, R"({"format": "trainer_state",
+      "format_version": 1.5})")
+                  .ok());
+  EXPECT_FALSE(ReadStateJson(state, "trainer_state", 3).ok());
   ASSERT_TRUE(WriteFileAtomic(state, "{\"format\": ").ok());
   EXPECT_EQ(ReadStateJson(state, "trainer_state", 3).status().code(),
             absl::StatusCode::kDataLoss);
