@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/runtime.h"
+#include "common/strings.h"
 #include "common/safetensors.h"
 #include "common/status.h"
 #include "data_pipeline/sampler.h"
@@ -33,8 +35,36 @@ absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
                                 const std::string& out, std::ostream& log) {
   if (out.empty()) return absl::InvalidArgumentError("no output file (--out)");
   const auto start = std::chrono::steady_clock::now();
-  TokenizerTrainStats stats;
-  XLNET_ASSIGN_OR_RETURN(std::string bytes, TrainTokenizer(options, &stats));
+  XLNET_ASSIGN_OR_RETURN(TokenizerSample sample,
+                         SampleTokenizerSentences(options));
+  const TokenizerTrainStats stats = sample.stats;
+  const uint64_t estimate =
+      EstimateTokenizerTrainingBytes(stats.sample_bytes, stats.sentences);
+  const bool limited = options.memory_limit_bytes > 0;
+  const uint64_t available =
+      limited ? options.memory_limit_bytes : AvailableMemoryBytes();
+  log << absl::StrFormat(
+      "sampled %d of %d sentences (%s; %d invalid UTF-8 and %d over-long "
+      "lines skipped); training needs about %s of memory (%s %s)\n",
+      stats.sentences, stats.sentences_seen, HumanBytes(stats.sample_bytes),
+      stats.skipped_invalid_utf8, stats.skipped_overlong, HumanBytes(estimate),
+      limited ? "limit" : "available", HumanBytes(available));
+  log.flush();
+  if (estimate > available && !options.ignore_memory_estimate) {
+    // Sentences that would fit, at this sample's mean length.
+    const double per_sentence =
+        static_cast<double>(estimate) / static_cast<double>(stats.sentences);
+    const int64_t fit = static_cast<int64_t>(
+        0.9 * static_cast<double>(available) / per_sentence);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "training on ", stats.sentences, " sentences needs about ",
+        HumanBytes(estimate), " of memory, more than the ",
+        HumanBytes(available), limited ? " limit (--max_memory_mb)" : " available",
+        "; lower --max_sentences (about ", fit,
+        " fit) or pass --ignore_memory_estimate"));
+  }
+  XLNET_ASSIGN_OR_RETURN(std::string bytes,
+                         TrainTokenizerOnSample(std::move(sample), options));
   // Check what we wrote loads as an XLNet tokenizer before keeping it.
   XLNET_ASSIGN_OR_RETURN(auto tok,
                          Tokenizer::FromBytes(bytes, out, options.rules));
@@ -43,10 +73,8 @@ absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   log << absl::StrFormat(
-      "wrote %s: %d pieces, hash %s, trained on %d sentences (%d invalid "
-      "UTF-8 and %d over-long lines skipped) in %.1f s\n",
-      out, tok->vocab_size(), tok->hash(), stats.sentences,
-      stats.skipped_invalid_utf8, stats.skipped_overlong, secs);
+      "wrote %s: %d pieces, hash %s, trained on %d sentences in %.1f s\n",
+      out, tok->vocab_size(), tok->hash(), stats.sentences, secs);
   return absl::OkStatus();
 }
 

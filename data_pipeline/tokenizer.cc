@@ -6,6 +6,7 @@
 #include <unicode/utf16.h>
 
 #include <cstdio>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -18,6 +19,14 @@ namespace xlnet::data {
 namespace {
 
 constexpr char kUnderline[] = "\xE2\x96\x81";  // U+2581 "▁"
+
+// Peak RSS of `xlnet-data tokenizer` (EstimateTokenizerTrainingBytes): a
+// least-squares fit to four runs on Brown-derived samples of 5.6-90 MiB and
+// 57k-917k sentences, vocab 32000 (data_pipeline/README.md, "Tokenizer
+// memory"); every run within 0.2% of the fit.
+constexpr double kTokenizerBytesPerSampleByte = 23.0;
+constexpr double kTokenizerBytesPerSentence = 138.0;
+constexpr double kTokenizerBaseBytes = 174.0 * (1 << 20);
 
 // One character of text being preprocessed, with its source byte range.
 struct SrcChar {
@@ -206,33 +215,28 @@ PreprocessedText PreprocessText(std::string_view original,
   return out;
 }
 
-absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
-                                           TokenizerTrainStats* stats) {
+absl::StatusOr<TokenizerSample> SampleTokenizerSentences(
+    const TokenizerTrainOptions& options) {
   if (options.inputs.empty()) {
     return absl::InvalidArgumentError("no input files to train on");
   }
-  if (options.vocab_size < 32) {
+  if (options.max_sentences < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "vocab_size must be at least 32 (got ", options.vocab_size, ")"));
+        "max_sentences must be at least 1 (got ", options.max_sentences, ")"));
   }
-  std::vector<std::unique_ptr<MappedFile>> files;
+  TokenizerSample sample;
+  TokenizerTrainStats& st = sample.stats;
+  // Algorithm R: the first k sentences fill the reservoir; the n-th (n > k)
+  // replaces a uniformly chosen slot with probability k/n. The modulo of a
+  // 64-bit draw is uniform up to n/2^64, far below anything measurable.
+  std::mt19937_64 rng(options.seed);
+  const size_t k = static_cast<size_t>(options.max_sentences);
   for (const std::string& path : options.inputs) {
-    XLNET_ASSIGN_OR_RETURN(files.emplace_back(), MappedFile::Open(path));
-  }
-  TokenizerTrainStats local;
-  TokenizerTrainStats& st = stats ? *stats : local;
-  st = TokenizerTrainStats();
-  size_t file_index = 0;
-  size_t pos = 0;
-  // Yields the preprocessed non-empty lines of every input, in order.
-  auto next = [&](std::string* sentence) -> bool {
-    while (file_index < files.size()) {
-      const std::string_view data = files[file_index]->view();
-      if (pos >= data.size()) {
-        ++file_index;
-        pos = 0;
-        continue;
-      }
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
+                           MappedFile::Open(path));
+    const std::string_view data = file->view();
+    size_t pos = 0;
+    while (pos < data.size()) {
       const size_t nl = data.find('\n', pos);
       const size_t end = nl == std::string_view::npos ? data.size() : nl;
       const std::string_view line = data.substr(pos, end - pos);
@@ -247,11 +251,55 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
       }
       PreprocessedText p = PreprocessText(line, options.rules, false);
       if (p.text.empty()) continue;
-      ++st.sentences;
-      *sentence = std::move(p.text);
-      return true;
+      ++st.sentences_seen;
+      if (sample.sentences.size() < k) {
+        st.sample_bytes += static_cast<int64_t>(p.text.size());
+        sample.sentences.push_back(std::move(p.text));
+        continue;
+      }
+      const uint64_t slot =
+          rng() % static_cast<uint64_t>(st.sentences_seen);
+      if (slot < k) {
+        std::string& kept = sample.sentences[slot];
+        st.sample_bytes += static_cast<int64_t>(p.text.size()) -
+                           static_cast<int64_t>(kept.size());
+        kept = std::move(p.text);
+      }
     }
-    return false;
+  }
+  st.sentences = static_cast<int64_t>(sample.sentences.size());
+  if (st.sentences == 0) {
+    return absl::InvalidArgumentError("the input files hold no text");
+  }
+  return sample;
+}
+
+uint64_t EstimateTokenizerTrainingBytes(int64_t sample_bytes,
+                                        int64_t sentences) {
+  return static_cast<uint64_t>(
+      kTokenizerBytesPerSampleByte * static_cast<double>(sample_bytes) +
+      kTokenizerBytesPerSentence * static_cast<double>(sentences) +
+      kTokenizerBaseBytes);
+}
+
+absl::StatusOr<std::string> TrainTokenizerOnSample(
+    TokenizerSample sample, const TokenizerTrainOptions& options) {
+  if (options.vocab_size < 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vocab_size must be at least 32 (got ", options.vocab_size, ")"));
+  }
+  if (sample.sentences.empty()) {
+    return absl::InvalidArgumentError("the input files hold no text");
+  }
+  size_t next_index = 0;
+  // Hands each sentence over and frees it: SentencePiece keeps its own copy,
+  // so the sample is not held twice.
+  auto next = [&](std::string* sentence) -> bool {
+    if (next_index >= sample.sentences.size()) return false;
+    *sentence = std::move(sample.sentences[next_index]);
+    std::string().swap(sample.sentences[next_index]);
+    ++next_index;
+    return true;
   };
   spm::BridgeTrainOptions train;
   train.next_sentence = next;
@@ -263,6 +311,10 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
       "\xE2\x80\x93", "\xC2\xA3", "\xE2\x82\xAC"};
   train.num_threads = options.threads;
   train.seed = options.seed;
+  // The sample (at most max_sentences) is already drawn, so SentencePiece's
+  // own reservoir keeps all of it. The value is recorded in the model's
+  // trainer_spec: max_sentences keeps models identical to those trained
+  // before the sample was ours.
   train.input_sentence_size = options.max_sentences;
   std::string model_bytes;
   const std::string error = spm::Train(train, &model_bytes);
@@ -270,10 +322,15 @@ absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
     return absl::InvalidArgumentError(
         absl::StrCat("SentencePiece training failed: ", error));
   }
-  if (st.sentences == 0) {
-    return absl::InvalidArgumentError("the input files hold no text");
-  }
   return model_bytes;
+}
+
+absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,
+                                           TokenizerTrainStats* stats) {
+  XLNET_ASSIGN_OR_RETURN(TokenizerSample sample,
+                         SampleTokenizerSentences(options));
+  if (stats) *stats = sample.stats;
+  return TrainTokenizerOnSample(std::move(sample), options);
 }
 
 Tokenizer::~Tokenizer() = default;

@@ -86,24 +86,63 @@ struct TokenizerTrainOptions {
   TextRules rules;
   // SentencePiece trainer threads; a fixed count gives a fixed model.
   int threads = 1;
+  // Seeds the sentence sample and the trainer.
   uint32_t seed = 42;
-  // Sentences sampled for training (official: 10M, shuffled).
+  // Sentences sampled for training (official: 10M). Training memory grows
+  // with the sample, not with the input: see EstimateTokenizerTrainingBytes.
   int64_t max_sentences = 10000000;
   // Longer lines are skipped.
   int64_t max_line_bytes = 1 << 20;
+  // TrainTokenizerFile refuses a sample whose EstimateTokenizerTrainingBytes
+  // exceeds this many bytes; 0 = the memory available now.
+  uint64_t memory_limit_bytes = 0;
+  // TrainTokenizerFile: train even when the estimate exceeds the limit.
+  bool ignore_memory_estimate = false;
 };
 
 // Statistics of one training run.
 struct TokenizerTrainStats {
+  // Sentences trained on (the sample).
   int64_t sentences = 0;
+  // Non-empty, valid lines read (what the sample was drawn from).
+  int64_t sentences_seen = 0;
+  // Bytes of the sampled sentences after preprocessing.
+  int64_t sample_bytes = 0;
   int64_t skipped_invalid_utf8 = 0;
   int64_t skipped_overlong = 0;
 };
 
-// Trains the official recipe: unigram, character_coverage 0.99995, control
+// A uniform sample of the inputs' preprocessed sentences.
+struct TokenizerSample {
+  std::vector<std::string> sentences;
+  TokenizerTrainStats stats;
+};
+
+// One streaming pass over the inputs (memory-mapped, read once): keeps a
+// uniform random sample of at most max_sentences preprocessed non-empty
+// lines (reservoir sampling, Algorithm R, seeded by `seed`), so memory is
+// bounded by the sample whatever the input size. Deterministic for given
+// inputs and options.
+absl::StatusOr<TokenizerSample> SampleTokenizerSentences(
+    const TokenizerTrainOptions& options);
+
+// Estimated peak resident memory of training on a sample of `sample_bytes`
+// bytes in `sentences` sentences, the sample itself included. SentencePiece's
+// unigram trainer builds a suffix array over every character of the sample
+// (several 4-byte arrays per character) plus the seed-piece tables; the
+// factors are measured (data_pipeline/README.md, "Tokenizer memory").
+uint64_t EstimateTokenizerTrainingBytes(int64_t sample_bytes,
+                                        int64_t sentences);
+
+// Trains the official recipe on `sample` (consumed: each sentence is freed
+// as SentencePiece copies it): unigram, character_coverage 0.99995, control
 // symbols <cls> <sep> <pad> <mask> <eod>, user-defined <eop> . ( ) " - – £ €,
 // so <unk> 0 <s> 1 </s> 2 <cls> 3 <sep> 4 <pad> 5 <mask> 6 <eod> 7 <eop> 8.
 // Returns the bytes of the .model file.
+absl::StatusOr<std::string> TrainTokenizerOnSample(
+    TokenizerSample sample, const TokenizerTrainOptions& options);
+
+// SampleTokenizerSentences, then TrainTokenizerOnSample.
 absl::StatusOr<std::string> TrainTokenizer(
     const TokenizerTrainOptions& options, TokenizerTrainStats* stats = nullptr);
 
