@@ -42,12 +42,21 @@ function(xlnet_add_pch_target)
 endfunction()
 
 # xlnet_add_library(name SOURCES ... DEPS ...): a static library of one folder.
+# Installed (cmake --install) into lib/ and exported as xlnet::<name without
+# "xlnet_"> (cmake/packaging.cmake); its headers are installed under
+# include/xlnet/, so `#include "model/xlnet.h"` works as in our sources.
 function(xlnet_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:include/xlnet>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
   xlnet_set_compile_options(${name})
+  string(REGEX REPLACE "^xlnet_" "" _export_name ${name})
+  set_target_properties(${name} PROPERTIES EXPORT_NAME ${_export_name})
+  install(TARGETS ${name} EXPORT xlnet_cpp_targets
+          ARCHIVE DESTINATION lib)
 endfunction()
 
 # xlnet_add_tool(verb SOURCES ... DEPS ...): build/bin/xlnet-<verb>.

@@ -183,12 +183,16 @@ std::string FlagParser::Help() const {
   for (const auto& f : flags_) width = std::max(width, f.name.size() + 2);
   auto line = [&](const std::string& name, const std::string& help,
                   const std::string& def) {
-    out << "  --" << name << std::string(width - name.size(), ' ') << help;
+    out << "  --" << name
+        << std::string(std::max(width, name.size() + 1) - name.size(), ' ')
+        << help;
     if (!def.empty()) out << " (default " << def << ")";
     out << "\n";
   };
   for (const auto& f : flags_) line(f.name, f.help, f.default_text);
   line("help", "print this help and exit", "");
+  // Handled by RunTool (common/tool_main.h) before any flag is parsed.
+  line("version", "print the version and exit", "");
   return out.str();
 }
 

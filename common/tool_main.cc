@@ -4,11 +4,21 @@
 
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/version.h"
 
 namespace xlnet {
 
 int RunTool(const std::string& program, int argc, char** argv,
             const ToolFn& fn) {
+  // --version, anywhere before "--", prints "PROGRAM VERSION (commit C)".
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--version") {
+      std::cout << VersionLine(program) << std::endl;
+      return 0;
+    }
+  }
   RouteLibTorchLogs(argc > 0 ? argv[0] : "xlnet");
   const absl::Status status =
       CatchExceptions(program, [&]() { return fn(argc, argv); });

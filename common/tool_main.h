@@ -8,8 +8,9 @@
 // where Run returns absl::Status. Exit codes: 0 success, 1 runtime failure,
 // 2 bad usage or bad input (InvalidArgument, NotFound, FailedPrecondition).
 // The message is one line on stderr: "xlnet-inspect: error: <message>".
-// RunTool first routes LibTorch's own log lines into our format
-// (RouteLibTorchLogs in common/logging.h).
+// `--version` prints "PROGRAM VERSION (commit C)" (common/version.h) and
+// exits 0 without running the tool. RunTool then routes LibTorch's own log
+// lines into our format (RouteLibTorchLogs in common/logging.h).
 #pragma once
 
 #include <functional>

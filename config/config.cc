@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/version.h"
 
 namespace xlnet {
 namespace {
@@ -1018,8 +1019,13 @@ std::string ConfigToYaml(const Config& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::string ConfigFileText(const Config& config) {
+  return absl::StrCat("# written by xlnet.cpp ", ProjectVersion(), " (commit ",
+                      GitCommit(), ")\n", ConfigToYaml(config));
+}
+
 absl::Status WriteConfigYaml(const Config& config, const std::string& path) {
-  return WriteFileAtomic(path, ConfigToYaml(config));
+  return WriteFileAtomic(path, ConfigFileText(config));
 }
 
 absl::Status ValidateConfig(const Config& config) {

@@ -253,8 +253,13 @@ absl::StatusOr<Config> LoadConfig(
 // The fully resolved config as YAML (every key, defaults included).
 std::string ConfigToYaml(const Config& config);
 
-// Writes the fully resolved config (ConfigToYaml) to `path` atomically; every
-// run directory gets one as config.yaml.
+// What a run writes as config.yaml: a first comment line naming the build,
+// "# written by xlnet.cpp 0.1.0 (commit d3ac391)" (common/version.h; YAML
+// parsing ignores it), then ConfigToYaml.
+std::string ConfigFileText(const Config& config);
+
+// Writes ConfigFileText to `path` atomically; every run directory gets one
+// as config.yaml.
 absl::Status WriteConfigYaml(const Config& config, const std::string& path);
 
 // Checks ranges and cross-field constraints; errors name the key.

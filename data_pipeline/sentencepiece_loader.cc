@@ -38,7 +38,12 @@ Loaded LoadOnce() {
     candidates.push_back(env);
   }
   const std::string exe_dir = ExecutableDir();
-  if (!exe_dir.empty()) candidates.push_back(exe_dir + "/" + kModuleName);
+  if (!exe_dir.empty()) {
+    candidates.push_back(exe_dir + "/" + kModuleName);  // build/bin
+    // An installed tree (cmake --install, the .deb): PREFIX/bin/xlnet-*,
+    // PREFIX/lib/xlnet/libxlnet_spm_bridge.so.
+    candidates.push_back(exe_dir + "/../lib/xlnet/" + kModuleName);
+  }
   if (*XLNET_SPM_BRIDGE_PATH) candidates.push_back(XLNET_SPM_BRIDGE_PATH);
   Loaded result;
   std::string tried;
@@ -49,7 +54,8 @@ Loaded LoadOnce() {
     }
     // LOCAL + DEEPBIND: the module and its SentencePiece/protobuf-lite
     // resolve their own symbols first and never enter the global scope.
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void* handle =
+        ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle == nullptr) {
       result.error = path + ": " + ::dlerror();
       return result;

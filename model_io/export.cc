@@ -1,16 +1,21 @@
 #include "model_io/export.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/status.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
@@ -21,6 +26,59 @@ namespace {
 
 // spiece.model files are a few MB even for large vocabularies.
 constexpr uint64_t kMaxTokenizerBytes = uint64_t{256} << 20;
+// The model card reads at most this much of the end of metrics.jsonl.
+constexpr uint64_t kMetricsTailBytes = uint64_t{1} << 20;
+
+constexpr char kRunConfigFile[] = "config.yaml";
+constexpr char kMetricsFile[] = "metrics.jsonl";
+constexpr char kTrainerStateFile[] = "trainer_state.json";
+constexpr char kBestStateFile[] = "best.json";
+constexpr char kTokenizerConfigFile[] = "tokenizer_config.json";
+constexpr char kSpecialTokensFile[] = "special_tokens_map.json";
+constexpr char kModelCardFile[] = "README.md";
+
+// `name` in DIR, else in the run directories above a checkpoint (DIR/..,
+// DIR/../..). Sets `looked` to every place looked at when not found.
+std::optional<std::string> FindUp(const std::string& dir,
+                                  const std::string& name,
+                                  std::vector<std::string>* looked) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path here = fs::absolute(fs::path(dir), ec).lexically_normal();
+  if (!here.has_filename()) here = here.parent_path();  // trailing '/'
+  for (int up = 0; up < 3 && !here.empty(); ++up) {
+    const std::string candidate = (here / name).string();
+    if (PathExists(candidate)) return candidate;
+    looked->push_back(candidate);
+    if (here == here.parent_path()) break;
+    here = here.parent_path();
+  }
+  return std::nullopt;
+}
+
+// The last `max_bytes` of a file, from its first whole line.
+absl::StatusOr<std::string> ReadTail(const std::string& path,
+                                     uint64_t max_bytes) {
+  uint64_t size = 0;
+  XLNET_ASSIGN_OR_RETURN(const int fd,
+                         OpenRegularFile(path, kNoSizeLimit, &size));
+  const uint64_t start = size > max_bytes ? size - max_bytes : 0;
+  std::string text(size - start, '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n =
+        ::pread(fd, text.data() + done, text.size() - done, start + done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(done);
+  if (start > 0) {
+    const size_t eol = text.find('\n');
+    text = eol == std::string::npos ? "" : text.substr(eol + 1);
+  }
+  return text;
+}
 
 bool IsEmptyDirectory(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
@@ -99,6 +157,9 @@ struct LoadedModel {
   NamedTensors encoder;  // HF XLNetModel names
   // HF config keys beyond XLNetConfig (problem_type of a classifier).
   nlohmann::json extra = nlohmann::json::object();
+  // The source has a fine-tuning head (even when only the encoder is
+  // exported).
+  bool fine_tuned = false;
 };
 
 absl::StatusOr<LoadedModel> LoadAny(const std::string& dir, bool encoder_only) {
@@ -120,12 +181,14 @@ absl::StatusOr<LoadedModel> LoadAny(const std::string& dir, bool encoder_only) {
     XLNET_ASSIGN_OR_RETURN(auto model, LoadForQuestionAnswering(model_dir));
     out = {"XLNetForQuestionAnswering", model->config(), HfStateDict(*model),
            HfStateDict(*model->transformer)};
+    out.fine_tuned = true;
   } else if (cls) {
     XLNET_ASSIGN_OR_RETURN(auto model,
                            LoadForSequenceClassification(model_dir));
     out = {"XLNetForSequenceClassification", model->config(),
            HfStateDict(*model), HfStateDict(*model->transformer)};
     out.extra["problem_type"] = ProblemType(model->num_labels());
+    out.fine_tuned = true;
   } else {
     XLNetLMHeadModel model(nullptr);
     XLNET_RETURN_IF_ERROR(CatchExceptions(dir, [&]() -> absl::Status {
@@ -149,21 +212,267 @@ absl::StatusOr<LoadedModel> LoadAny(const std::string& dir, bool encoder_only) {
   return out;
 }
 
+// What the run around a checkpoint says: its resolved config, the steps
+// trained, its evaluations.
+struct RunInfo {
+  std::string config_path;  // "" when none was found
+  std::string config_text;
+  Config config;
+  std::vector<std::string> config_looked;  // when none was found
+  // Without a config.yaml: DIR/tokenizer_config.json (an HF directory or
+  // one of our exports), "" if none; its casing and model_max_length.
+  std::string tokenizer_config_path;
+  bool do_lower_case = false;
+  bool keep_accents = false;
+  std::optional<int64_t> model_max_length;
+  std::optional<int64_t> step;
+  std::string step_source;
+  nlohmann::json last_eval;  // the last metrics.jsonl eval line, or null
+  std::string metrics_path;
+  nlohmann::json best;  // best.json, or null
+  std::string best_path;
+};
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  XLNET_ASSIGN_OR_RETURN(const std::string text,
+                         ReadFile(path, kMaxConfigFileBytes));
+  return ParseJson(text, path);
+}
+
+absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
+  RunInfo run;
+  if (auto path = FindUp(dir, kRunConfigFile, &run.config_looked)) {
+    run.config_path = *path;
+    XLNET_ASSIGN_OR_RETURN(run.config_text,
+                           ReadFile(*path, kMaxConfigFileBytes));
+    XLNET_ASSIGN_OR_RETURN(run.config, ParseConfig(run.config_text, *path));
+  } else if (const std::string path =
+                 absl::StrCat(dir, "/", kTokenizerConfigFile);
+             PathExists(path)) {
+    XLNET_ASSIGN_OR_RETURN(const nlohmann::json j, ReadJsonFile(path));
+    if (!j.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": expected a JSON object"));
+    }
+    // Absent keys are XLNetTokenizer's defaults (false), as transformers
+    // reads them.
+    for (const auto& [key, value] :
+         {std::pair<const char*, bool*>{"do_lower_case", &run.do_lower_case},
+          {"keep_accents", &run.keep_accents}}) {
+      if (!j.contains(key)) continue;
+      if (!j[key].is_boolean()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": ", key, " must be true or false"));
+      }
+      *value = j[key].get<bool>();
+    }
+    if (j.contains("model_max_length") &&
+        j["model_max_length"].is_number_integer()) {
+      run.model_max_length = j["model_max_length"].get<int64_t>();
+    }
+    run.tokenizer_config_path = path;
+  }
+  std::vector<std::string> unused;
+  if (auto path = FindUp(dir, std::string("best/") + kBestStateFile, &unused)) {
+    run.best_path = *path;
+    XLNET_ASSIGN_OR_RETURN(run.best, ReadJsonFile(*path));
+  }
+  const std::string state_path = absl::StrCat(dir, "/", kTrainerStateFile);
+  const std::string best_here = absl::StrCat(dir, "/", kBestStateFile);
+  if (PathExists(state_path)) {  // a checkpoint
+    XLNET_ASSIGN_OR_RETURN(const nlohmann::json state,
+                           ReadStateJson(state_path, "trainer_state", 1));
+    if (state.contains("step") && state["step"].is_number_integer()) {
+      run.step = state["step"].get<int64_t>();
+      run.step_source = state_path;
+    }
+  } else if (PathExists(best_here)) {  // RUN/best
+    run.best_path = best_here;
+    XLNET_ASSIGN_OR_RETURN(run.best, ReadJsonFile(best_here));
+    if (run.best.is_object() && run.best.contains("step") &&
+        run.best["step"].is_number_integer()) {
+      run.step = run.best["step"].get<int64_t>();
+      run.step_source = best_here;
+    }
+  }
+  if (auto path = FindUp(dir, kMetricsFile, &unused)) {
+    run.metrics_path = *path;
+    XLNET_ASSIGN_OR_RETURN(const std::string tail,
+                           ReadTail(*path, kMetricsTailBytes));
+    std::istringstream in(tail);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") ||
+          !j["step"].is_number_integer()) {
+        continue;  // a torn line from a crash
+      }
+      if (run.step && j["step"].get<int64_t>() > *run.step) continue;
+      bool eval = false;
+      for (const auto& [k, v] : j.items()) {
+        if (absl::StartsWith(k, "eval_")) eval = true;
+      }
+      if (eval) run.last_eval = j;
+    }
+  }
+  return run;
+}
+
+// The tokenizer's casing: the run's config, else what the caller said.
+struct Casing {
+  bool uncased = false;
+  bool keep_accents = false;
+};
+
+// Where the casing comes from: config.yaml, else tokenizer_config.json.
+const std::string& CasingSource(const RunInfo& run) {
+  return run.config_path.empty() ? run.tokenizer_config_path : run.config_path;
+}
+
+absl::StatusOr<Casing> ResolveCasing(const ExportOptions& options,
+                                     const RunInfo& run) {
+  if (CasingSource(run).empty()) {
+    if (!options.uncased || !options.keep_accents) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.checkpoint, ": no ", kRunConfigFile, " (looked at ",
+          absl::StrJoin(run.config_looked, ", "), ") nor ",
+          kTokenizerConfigFile,
+          ", so the tokenizer's casing is unknown; pass --uncased=true|false "
+          "and --keep_accents=true|false as the model was trained"));
+    }
+    return Casing{*options.uncased, *options.keep_accents};
+  }
+  const bool from_yaml = !run.config_path.empty();
+  const Casing known =
+      from_yaml ? Casing{run.config.data.uncased, run.config.data.keep_accents}
+                : Casing{run.do_lower_case, run.keep_accents};
+  const auto check = [&](const char* flag, const char* key,
+                         const std::optional<bool>& given,
+                         bool stored) -> absl::Status {
+    if (given && *given != stored) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", *given ? "true" : "false", " disagrees with ", key,
+          ": ", stored ? "true" : "false", " in ", CasingSource(run)));
+    }
+    return absl::OkStatus();
+  };
+  XLNET_RETURN_IF_ERROR(check("uncased",
+                              from_yaml ? "data.uncased" : "do_lower_case",
+                              options.uncased, known.uncased));
+  XLNET_RETURN_IF_ERROR(check("keep_accents",
+                              from_yaml ? "data.keep_accents" : "keep_accents",
+                              options.keep_accents, known.keep_accents));
+  return known;
+}
+
+// HF XLNetTokenizer's special tokens (the pieces of our tokenizer).
+nlohmann::json SpecialTokensMap() {
+  return {{"bos_token", "<s>"},
+          {"eos_token", "</s>"},
+          {"unk_token", "<unk>"},
+          {"sep_token", "<sep>"},
+          {"pad_token", "<pad>"},
+          {"cls_token", "<cls>"},
+          {"mask_token", "<mask>"},
+          {"additional_special_tokens", {"<eop>", "<eod>"}}};
+}
+
+nlohmann::json TokenizerConfig(const Casing& casing, const RunInfo& run,
+                               bool fine_tuned) {
+  nlohmann::json j = {{"tokenizer_class", "XLNetTokenizer"},
+                      {"do_lower_case", casing.uncased},
+                      {"keep_accents", casing.keep_accents},
+                      {"remove_space", true},
+                      {"padding_side", "left"}};
+  if (!run.config_path.empty()) {
+    j["model_max_length"] = fine_tuned ? run.config.finetune.max_seq_length
+                                       : run.config.data.seq_len;
+  } else if (run.model_max_length) {
+    j["model_max_length"] = *run.model_max_length;
+  }
+  j.update(SpecialTokensMap());
+  return j;
+}
+
+std::string FormatMetrics(const nlohmann::json& line) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : line.items()) {
+    if (k == "step") continue;
+    if (v.is_number_float()) {
+      parts.push_back(absl::StrFormat("%s %.6g", k, v.get<double>()));
+    } else {
+      parts.push_back(absl::StrCat(k, " ", v.dump()));
+    }
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string ModelCard(const ExportOptions& options,
+                      const ExportSummary& summary, const XLNetConfig& model,
+                      const Casing& casing, const RunInfo& run,
+                      const nlohmann::json& tokenizer_config) {
+  std::string card = absl::StrCat(
+      "---\nlibrary_name: transformers\ntags:\n- xlnet\n---\n\n# XLNet (",
+      summary.architecture, ")\n\nExported by xlnet.cpp `xlnet-export` from `",
+      options.checkpoint, "`.\n\n## Model\n\n| | |\n| --- | --- |\n",
+      "| architecture | ", summary.architecture, " |\n", "| parameters | ",
+      summary.parameters, " (", options.dtype, ") |\n", "| n_layer | ",
+      model.n_layer, " |\n| d_model | ", model.d_model, " |\n", "| n_head | ",
+      model.n_head, " |\n| d_head | ", model.d_head, " |\n", "| d_inner | ",
+      model.d_inner, " |\n| ff_activation | ", model.ff_activation,
+      " |\n| vocab_size | ", model.vocab_size, " |\n");
+  absl::StrAppend(
+      &card, "\n## Data\n\n- tokenizer: SentencePiece `spiece.model` (from `",
+      summary.tokenizer,
+      "`)\n- uncased (do_lower_case): ", casing.uncased ? "true" : "false",
+      "\n- keep_accents: ", casing.keep_accents ? "true" : "false", "\n");
+  if (run.config_path.empty()) {
+    absl::StrAppend(&card, "- casing from ",
+                    run.tokenizer_config_path.empty()
+                        ? std::string("the command line")
+                        : absl::StrCat("`", run.tokenizer_config_path, "`"),
+                    " (no run config found); seq_len unknown\n");
+  } else {
+    absl::StrAppend(&card, "- seq_len: ", run.config.data.seq_len,
+                    "\n- model_max_length: ",
+                    tokenizer_config["model_max_length"].dump(), "\n");
+  }
+  absl::StrAppend(&card, "\n## Training\n\n");
+  if (run.step) {
+    absl::StrAppend(&card, "- steps trained: ", *run.step, " (`",
+                    run.step_source, "`)\n");
+  } else {
+    absl::StrAppend(&card, "- steps trained: unknown (no ", kTrainerStateFile,
+                    " or ", kBestStateFile, ")\n");
+  }
+  absl::StrAppend(&card, "\n## Evaluation\n\n");
+  if (run.last_eval.is_null() && run.best.is_null()) {
+    absl::StrAppend(&card, "No evaluation results in the run.\n");
+  }
+  if (!run.last_eval.is_null()) {
+    absl::StrAppend(
+        &card, "- last evaluation (step ", run.last_eval["step"].get<int64_t>(),
+        ", `", run.metrics_path, "`): ", FormatMetrics(run.last_eval), "\n");
+  }
+  if (run.best.is_object()) {
+    absl::StrAppend(&card, "- best checkpoint (`", run.best_path,
+                    "`): ", FormatMetrics(run.best), "\n");
+  }
+  if (!run.config_path.empty()) {
+    absl::StrAppend(&card, "\n## Config\n\nThe run's resolved config (`",
+                    run.config_path, "`):\n\n```yaml\n", run.config_text);
+    if (!absl::EndsWith(run.config_text, "\n")) absl::StrAppend(&card, "\n");
+    absl::StrAppend(&card, "```\n");
+  }
+  return card;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FindTokenizer(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path here = fs::absolute(fs::path(dir), ec).lexically_normal();
-  if (!here.has_filename()) here = here.parent_path();  // trailing '/'
   std::vector<std::string> looked;
-  for (int up = 0; up < 3 && !here.empty(); ++up) {
-    const std::string candidate = (here / kTokenizerFile).string();
-    if (PathExists(candidate)) return candidate;
-    looked.push_back(candidate);
-    if (here == here.parent_path()) break;
-    here = here.parent_path();
-  }
+  if (auto found = FindUp(dir, kTokenizerFile, &looked)) return *found;
   return absl::NotFoundError(absl::StrCat(
       dir, ": no ", kTokenizerFile, " (looked at ", absl::StrJoin(looked, ", "),
       "); copy the tokenizer beside the checkpoint"));
@@ -183,6 +492,9 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
   XLNET_ASSIGN_OR_RETURN(
       const int64_t pieces,
       options.tokenizer_pieces(tokenizer_bytes, summary.tokenizer));
+  XLNET_ASSIGN_OR_RETURN(const RunInfo run, ReadRunInfo(options.checkpoint));
+  XLNET_ASSIGN_OR_RETURN(const Casing casing, ResolveCasing(options, run));
+  summary.run_config = CasingSource(run);
   XLNET_ASSIGN_OR_RETURN(LoadedModel model,
                          LoadAny(options.checkpoint, options.encoder_only));
   if (pieces > model.config.vocab_size) {
@@ -208,9 +520,21 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
   model.extra["dtype"] = dtype_name;
   XLNET_ASSIGN_OR_RETURN(const std::string config_json,
                          ModelConfigJsonWith(model.config, model.extra));
+  const nlohmann::json tokenizer_config =
+      TokenizerConfig(casing, run, model.fine_tuned);
+  const std::string card =
+      ModelCard(options, summary, model.config, casing, run, tokenizer_config);
   XLNET_RETURN_IF_ERROR(WriteModelDir(
-      options.out, config_json, tensors, [&](const AtomicDirWriter& writer) {
-        return WriteFileAtomic(writer.Path(kTokenizerFile), tokenizer_bytes);
+      options.out, config_json, tensors,
+      [&](const AtomicDirWriter& writer) -> absl::Status {
+        XLNET_RETURN_IF_ERROR(
+            WriteFileAtomic(writer.Path(kTokenizerFile), tokenizer_bytes));
+        XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(kTokenizerConfigFile),
+                                              tokenizer_config.dump(2) + "\n"));
+        XLNET_RETURN_IF_ERROR(
+            WriteFileAtomic(writer.Path(kSpecialTokensFile),
+                            SpecialTokensMap().dump(2) + "\n"));
+        return WriteFileAtomic(writer.Path(kModelCardFile), card);
       }));
   return summary;
 }

@@ -1,6 +1,7 @@
 // Export of any model directory of ours (a pretraining checkpoint
 // RUN/checkpoints/step_N/, a fine-tuned model, a HuggingFace directory) as a
-// clean HuggingFace directory: config.json, model.safetensors, spiece.model.
+// clean HuggingFace directory: config.json, model.safetensors, spiece.model,
+// tokenizer_config.json, special_tokens_map.json and a README.md model card.
 //
 // What is written:
 //   whole model (default): what the checkpoint holds, HF names:
@@ -15,6 +16,19 @@
 //     or task head ["XLNetModel"]; mask_emb is kept because HF's XLNetModel
 //     declares it (its state dict has it).
 //
+// Tokenizer files: the casing (do_lower_case = data.uncased, keep_accents =
+// data.keep_accents) comes from the run's resolved config, config.yaml in
+// the checkpoint or the run directories above it (as for spiece.model);
+// model_max_length is data.seq_len for a pretrained (LM or bare) source,
+// finetune.max_seq_length for a fine-tuned one (a head in the checkpoint).
+// Without a config.yaml, DIR/tokenizer_config.json (an HF directory, one of
+// our exports) gives the casing and model_max_length; without either the
+// caller must say the casing (`uncased`, `keep_accents`) and
+// model_max_length is left out. A casing given beside a file must agree. The
+// model card (README.md) says the architecture, the data settings, the steps
+// trained (trainer_state.json or best.json), the last evaluation in the run's
+// metrics.jsonl (a bounded tail) and best.json, and the resolved config.
+//
 // Every tensor is validated by loading it into our model first (shapes,
 // names, config), and spiece.model by `tokenizer_pieces` (special ids, no
 // more pieces than vocab_size). The directory appears atomically and never
@@ -22,6 +36,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -49,6 +64,10 @@ struct ExportOptions {
   std::function<absl::StatusOr<int64_t>(const std::string& bytes,
                                         const std::string& path)>
       tokenizer_pieces;
+  // The tokenizer's casing when the source has no config.yaml (required
+  // then); with one, a given value must equal data.uncased/keep_accents.
+  std::optional<bool> uncased;
+  std::optional<bool> keep_accents;
 };
 
 struct ExportSummary {
@@ -56,6 +75,9 @@ struct ExportSummary {
   int64_t tensors = 0;
   int64_t parameters = 0;
   std::string tokenizer;  // the spiece.model that was copied
+  // The config.yaml (or tokenizer_config.json) the casing came from, "" if
+  // it was given.
+  std::string run_config;
 };
 
 // The tokenizer of a model directory: DIR/spiece.model, else the run

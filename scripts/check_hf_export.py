@@ -6,7 +6,12 @@
 
 1. The class named in config.json's "architectures" loads the directory with
    from_pretrained: no missing, unexpected or mismatched weights.
-2. With --tsv/--predictions (a sequence classifier): HF's predictions on the
+2. The tokenizer loads with AutoTokenizer (tokenizer_config.json,
+   special_tokens_map.json, spiece.model): an XLNet tokenizer whose special
+   tokens are ours and which lowercases exactly when tokenizer_config.json's
+   do_lower_case says (the ids of a mixed-case text equal spiece.model's ids
+   of the text, lowercased for an uncased model).
+3. With --tsv/--predictions (a sequence classifier): HF's predictions on the
    TSV's `sentence` column agree with xlnet-finetune's predictions file, row
    by row (at least --min_agreement). The inputs are the directory's
    spiece.model ids of the raw text, assembled as xlnet-finetune does
@@ -53,8 +58,6 @@ def main():
         f"{problems or 'clean'}")
   if problems:
     return 1
-  if not args.tsv:
-    return 0
 
   sp = sentencepiece.SentencePieceProcessor(
       model_file=os.path.join(args.model_dir, "spiece.model"))
@@ -62,6 +65,23 @@ def main():
   # transformers; in transformers 5 XLNetTokenizer(vocab_file=...) ignores
   # the file and must not be used).
   tok = transformers.AutoTokenizer.from_pretrained(args.model_dir)
+  with open(os.path.join(args.model_dir, "tokenizer_config.json")) as f:
+    tok_config = json.load(f)
+  uncased = tok_config["do_lower_case"]
+  sample = "Hello World"
+  got = tok(sample)["input_ids"]
+  want = sp.encode(sample.lower() if uncased else sample) + [SEP_ID, CLS_ID]
+  specials = {"sep": tok.sep_token, "cls": tok.cls_token,
+              "pad": tok.pad_token, "mask": tok.mask_token}
+  print(f"tokenizer {type(tok).__name__}, do_lower_case {uncased}, "
+        f"special tokens {specials}; {sample!r} -> {got}")
+  if ("XLNet" not in type(tok).__name__ or got != want or
+      specials != {"sep": "<sep>", "cls": "<cls>", "pad": "<pad>",
+                   "mask": "<mask>"}):
+    print(f"tokenizer disagrees with spiece.model: expected {want}")
+    return 1
+  if not args.tsv:
+    return 0
   with open(args.tsv, newline="") as f:
     rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
   with open(args.predictions, newline="") as f:
@@ -84,7 +104,7 @@ def main():
     seg = torch.full((n, max_len), 4, dtype=torch.long)
     mask = torch.zeros((n, max_len), dtype=torch.float)
     for b, text in enumerate(texts):
-      a = sp.encode(text)[:max_len - 2]
+      a = sp.encode(text.lower() if uncased else text)[:max_len - 2]
       row = a + [SEP_ID, CLS_ID]
       ids[b, max_len - len(row):] = torch.tensor(row)
       seg[b, max_len - len(row):] = torch.tensor([0] * (len(a) + 1) + [2])

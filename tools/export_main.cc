@@ -1,8 +1,11 @@
 // xlnet-export: any model directory of ours (pretraining checkpoint,
 // fine-tuned model, HF directory) -> a HuggingFace directory with
-// config.json, model.safetensors and spiece.model (see model_io/export.h).
+// config.json, model.safetensors, spiece.model, tokenizer_config.json,
+// special_tokens_map.json and README.md (see model_io/export.h).
 #include <iostream>
+#include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
@@ -11,17 +14,32 @@
 
 namespace {
 
+// "" -> unset; "true"/"false" -> the value.
+absl::StatusOr<std::optional<bool>> OptionalBool(const std::string& flag,
+                                                 const std::string& value) {
+  if (value.empty()) return std::optional<bool>();
+  if (value == "true") return std::optional<bool>(true);
+  if (value == "false") return std::optional<bool>(false);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, ": expected true or false, got \"", value, "\""));
+}
+
 absl::Status Run(int argc, char** argv) {
   xlnet::ExportOptions options;
   xlnet::FlagParser flags(
       "xlnet-export",
       "--checkpoint DIR --out DIR [--encoder_only] [--dtype fp32|bf16] "
-      "[--overwrite]\n\n"
+      "[--overwrite] [--uncased=true|false --keep_accents=true|false]\n\n"
       "  Writes config.json, model.safetensors (HF names) and spiece.model\n"
       "  (from DIR, else DIR/.. or DIR/../.., the run directory). The whole\n"
       "  model as the checkpoint holds it (XLNetLMHeadModel,\n"
       "  XLNetForSequenceClassification, XLNetForQuestionAnswering), or with\n"
-      "  --encoder_only the backbone as XLNetModel.");
+      "  --encoder_only the backbone as XLNetModel. Also "
+      "tokenizer_config.json\n"
+      "  and special_tokens_map.json (casing from the run's config.yaml, "
+      "found\n"
+      "  as spiece.model is, else DIR/tokenizer_config.json, else --uncased\n"
+      "  and --keep_accents are required) and a README.md model card.");
   flags.AddString("checkpoint", &options.checkpoint,
                   "model directory to export (e.g. RUN/checkpoints/step_N)");
   flags.Require("checkpoint");
@@ -33,9 +51,21 @@ absl::Status Run(int argc, char** argv) {
                   "fp32, or bf16 (float tensors stored as bfloat16)");
   flags.AddBool("overwrite", &options.overwrite,
                 "replace a non-empty --out directory");
+  std::string uncased, keep_accents;
+  flags.AddString(
+      "uncased", &uncased,
+      "true|false: the tokenizer lowercases (data.uncased); "
+      "required without a config.yaml or tokenizer_config.json, else "
+      "must agree");
+  flags.AddString("keep_accents", &keep_accents,
+                  "true|false: data.keep_accents; required and checked as "
+                  "--uncased");
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(options.uncased, OptionalBool("uncased", uncased));
+  XLNET_ASSIGN_OR_RETURN(options.keep_accents,
+                         OptionalBool("keep_accents", keep_accents));
   // spiece.model is checked as every other tool loads it.
   options.tokenizer_pieces =
       [](const std::string& bytes,
@@ -49,7 +79,10 @@ absl::Status Run(int argc, char** argv) {
   std::cout << "exported " << options.out << ": " << summary.architecture
             << ", " << summary.tensors << " tensors, " << summary.parameters
             << " parameters (" << options.dtype << "), tokenizer from "
-            << summary.tokenizer << "\n";
+            << summary.tokenizer << ", casing from "
+            << (summary.run_config.empty() ? "the command line"
+                                           : summary.run_config)
+            << "\n";
   return absl::OkStatus();
 }
 

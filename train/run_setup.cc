@@ -130,7 +130,7 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
 
 std::string RunConfigYaml(Config config, const RankSetup& setup) {
   config.train.device = setup.configured_device;
-  return ConfigToYaml(config);
+  return ConfigFileText(config);
 }
 
 }  // namespace xlnet

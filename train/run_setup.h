@@ -79,7 +79,8 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config);
 
 // The run's config as YAML, the same on every rank: `config` (as SetUpRank
 // left it) with train.device as configured ("cuda", not this rank's
-// cuda:N). What the trainer saves and checks across ranks.
+// cuda:N), as ConfigFileText (a first comment line naming the build). What
+// the trainer saves and checks across ranks.
 std::string RunConfigYaml(Config config, const RankSetup& setup);
 
 }  // namespace xlnet

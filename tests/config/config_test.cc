@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/version.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -232,6 +233,15 @@ TEST(ConfigTest, WriteConfigYamlReadsBack) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->model.n_layer, 3);
   EXPECT_DOUBLE_EQ(again->train.lr, 0.125);
+  // The first line is a comment naming the build; the rest is the config,
+  // and reading it back writes the same text again.
+  const std::string text = *ReadFile(path);
+  const std::string first = text.substr(0, text.find('\n') + 1);
+  EXPECT_EQ(first, std::string("# written by xlnet.cpp ") + ProjectVersion() +
+                       " (commit " + GitCommit() + ")\n");
+  EXPECT_FALSE(std::string(GitCommit()).empty());
+  EXPECT_EQ(text, first + ConfigToYaml(*config));
+  EXPECT_EQ(ConfigFileText(*again), text);
 }
 
 TEST(ConfigTest, ModelJsonRoundTripAndHfFile) {
@@ -381,9 +391,10 @@ TEST(ConfigTest, LoneCarriageReturnIsRefusedAndCrLfParses) {
               std::string::npos)
         << config.status();
   }
-  auto crlf = ParseConfig("model:\r\n  d_model: 8\r\n  n_head: 2\r\n"
-                          "  d_head: 4\r\n",
-                          "c.yaml");
+  auto crlf = ParseConfig(
+      "model:\r\n  d_model: 8\r\n  n_head: 2\r\n"
+      "  d_head: 4\r\n",
+      "c.yaml");
   ASSERT_TRUE(crlf.ok()) << crlf.status();
   EXPECT_EQ(crlf->model.d_model, 8);
 }

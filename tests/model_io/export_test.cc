@@ -12,6 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
+#include "common/json.h"
+#include "config/config.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/save.h"
@@ -53,11 +55,31 @@ class ExportTest : public ::testing::Test {
     ASSERT_TRUE(MakeDirs(step_).ok());
     ASSERT_TRUE(
         WriteFileAtomic(run_ + "/" + kTokenizerFile, kTokenizerBytes).ok());
+    // The run's resolved config (cased, seq_len 64).
+    WriteRunConfig(/*uncased=*/false);
     for (const char* f : {"config.json", "model.safetensors"}) {
       auto bytes = ReadFile(GoldenDir() + "/" + f);
       ASSERT_TRUE(bytes.ok());
       ASSERT_TRUE(WriteFileAtomic(step_ + "/" + f, *bytes).ok());
     }
+  }
+  void WriteRunConfig(bool uncased) {
+    Config config;
+    config.data.uncased = uncased;
+    config.data.seq_len = 64;
+    config.data.reuse_len = 32;
+    config.data.perm_size = 32;
+    config.data.num_predict = 10;
+    config.finetune.max_seq_length = 48;
+    ASSERT_TRUE(WriteConfigYaml(config, run_ + "/config.yaml").ok());
+  }
+  nlohmann::json Json(const std::string& path) {
+    auto text = ReadFile(path);
+    EXPECT_TRUE(text.ok()) << text.status();
+    if (!text.ok()) return nullptr;
+    auto j = ParseJson(*text, path);
+    EXPECT_TRUE(j.ok()) << j.status();
+    return j.ok() ? *j : nullptr;
   }
   XLNetInputs Inputs(bool two_stream) {
     XLNetInputs x;
@@ -105,9 +127,10 @@ TEST_F(ExportTest, LmCheckpointRoundTripsExactly) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->architecture, "XLNetLMHeadModel");
   EXPECT_EQ(summary->tokenizer, run_ + "/" + kTokenizerFile);
-  EXPECT_EQ(ListDir(o.out),
-            (std::vector<std::string>{"config.json", "model.safetensors",
-                                      "spiece.model"}));
+  EXPECT_EQ(ListDir(o.out), (std::vector<std::string>{
+                                "README.md", "config.json", "model.safetensors",
+                                "special_tokens_map.json", "spiece.model",
+                                "tokenizer_config.json"}));
   EXPECT_EQ(*ReadFile(o.out + "/spiece.model"), kTokenizerBytes);
   auto json = *ReadFile(o.out + "/config.json");
   EXPECT_TRUE(absl::StrContains(json, "\"XLNetLMHeadModel\"")) << json;
@@ -333,9 +356,10 @@ TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
   EXPECT_EQ(ListDir(out), std::vector<std::string>{"keep.txt"});
   o.overwrite = true;
   ASSERT_TRUE(ExportModel(o).ok());
-  EXPECT_EQ(ListDir(out),
-            (std::vector<std::string>{"config.json", "model.safetensors",
-                                      "spiece.model"}));
+  EXPECT_EQ(ListDir(out), (std::vector<std::string>{
+                              "README.md", "config.json", "model.safetensors",
+                              "special_tokens_map.json", "spiece.model",
+                              "tokenizer_config.json"}));
   // An empty existing directory is fine without --overwrite.
   ASSERT_TRUE(MakeDirs(tmp_.Join("empty")).ok());
   EXPECT_TRUE(ExportModel(Options("empty")).ok());
@@ -383,6 +407,140 @@ TEST_F(ExportTest, OverwriteNeverDeletesTheSource) {
               (std::vector<std::string>{"config.json", "model.safetensors"}));
     EXPECT_TRUE(PathExists(run_ + "/" + kTokenizerFile));
   }
+}
+
+// tokenizer_config.json and special_tokens_map.json carry the run's casing
+// (the bug: an uncased model silently tokenized cased in transformers).
+TEST_F(ExportTest, TokenizerFilesFollowTheRunConfig) {
+  for (const bool uncased : {false, true}) {
+    WriteRunConfig(uncased);
+    auto o = Options(uncased ? "uncased" : "cased");
+    auto summary = ExportModel(o);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->run_config, run_ + "/config.yaml");
+    const nlohmann::json t = Json(o.out + "/tokenizer_config.json");
+    EXPECT_EQ(t["tokenizer_class"], "XLNetTokenizer");
+    EXPECT_EQ(t["do_lower_case"], uncased);
+    EXPECT_EQ(t["keep_accents"], false);
+    EXPECT_EQ(t["remove_space"], true);
+    EXPECT_EQ(t["padding_side"], "left");
+    EXPECT_EQ(t["model_max_length"], 64) << "data.seq_len of an LM";
+    const nlohmann::json expected_map = {
+        {"bos_token", "<s>"},
+        {"eos_token", "</s>"},
+        {"unk_token", "<unk>"},
+        {"sep_token", "<sep>"},
+        {"pad_token", "<pad>"},
+        {"cls_token", "<cls>"},
+        {"mask_token", "<mask>"},
+        {"additional_special_tokens", {"<eop>", "<eod>"}}};
+    EXPECT_EQ(Json(o.out + "/special_tokens_map.json"), expected_map);
+    for (const auto& [k, v] : expected_map.items()) EXPECT_EQ(t[k], v) << k;
+  }
+}
+
+// A source without config.yaml needs the casing said; a given casing must
+// agree with a config.yaml; nothing is written on either error.
+TEST_F(ExportTest, CasingWithoutARunConfig) {
+  ASSERT_TRUE(RemoveAll(run_ + "/config.yaml").ok());
+  auto o = Options("hf");
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "--uncased=true|false"))
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), run_ + "/config.yaml"))
+      << s.status();
+  EXPECT_FALSE(PathExists(o.out));
+  o.uncased = true;
+  o.keep_accents = true;
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->run_config, "");
+  const nlohmann::json t = Json(o.out + "/tokenizer_config.json");
+  EXPECT_EQ(t["do_lower_case"], true);
+  EXPECT_EQ(t["keep_accents"], true);
+  EXPECT_FALSE(t.contains("model_max_length")) << "seq_len unknown";
+  // An export (or HF directory) carries its casing in tokenizer_config.json:
+  // exporting it again keeps it; a flag that disagrees is an error.
+  const std::string first = o.out;
+  o = Options("again");
+  o.checkpoint = first;
+  summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->run_config, first + "/tokenizer_config.json");
+  EXPECT_EQ(Json(o.out + "/tokenizer_config.json"), t);
+  o = Options("again2");
+  o.checkpoint = first;
+  o.uncased = false;
+  s = ExportModel(o);
+  EXPECT_TRUE(absl::StrContains(s.status().message(),
+                                "--uncased=false disagrees with do_lower_case: "
+                                "true in " +
+                                    first + "/tokenizer_config.json"))
+      << s.status();
+
+  WriteRunConfig(/*uncased=*/false);
+  o = Options("disagree");
+  o.uncased = true;
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(),
+                                "--uncased=true disagrees with data.uncased: "
+                                "false in " +
+                                    run_ + "/config.yaml"))
+      << s.status();
+  EXPECT_FALSE(PathExists(o.out));
+}
+
+// The model card says the architecture, the casing, the steps trained and
+// the run's evaluations; a fine-tuned model's model_max_length is
+// finetune.max_seq_length.
+TEST_F(ExportTest, ModelCardFromTheRun) {
+  WriteRunConfig(/*uncased=*/true);
+  ASSERT_TRUE(WriteStateJson(step_ + "/trainer_state.json", "trainer_state", 1,
+                             {{"step", 5}})
+                  .ok());
+  // Eval lines after the checkpoint's step are not its results.
+  ASSERT_TRUE(WriteFileAtomic(run_ + "/metrics.jsonl",
+                              "{\"step\": 4, \"loss\": 3.5}\n"
+                              "{\"step\": 5, \"eval_loss\": 2.25}\n"
+                              "{\"step\": 6, \"eval_loss\": 1.75}\n"
+                              "{\"step\": 7, \"eva")
+                  .ok());
+  auto o = Options("card");
+  ASSERT_TRUE(ExportModel(o).ok());
+  const std::string card = *ReadFile(o.out + "/README.md");
+  for (const std::string& want :
+       {std::string("XLNetLMHeadModel"), std::string("| n_layer | 2 |"),
+        std::string("uncased (do_lower_case): true"),
+        std::string("seq_len: 64"), std::string("steps trained: 5"),
+        std::string("eval_loss 2.25"), std::string("```yaml"),
+        std::string("uncased: true")}) {
+    EXPECT_TRUE(absl::StrContains(card, want)) << want << "\n" << card;
+  }
+  EXPECT_FALSE(absl::StrContains(card, "1.75")) << card;
+
+  // A fine-tuned RUN/best: its best.json gives the step and the metric.
+  const std::string best = run_ + "/best";
+  HeadLoadOptions head;
+  head.labels = {"a", "b", "c"};
+  auto cls = LoadForSequenceClassification(step_, head);
+  ASSERT_TRUE(cls.ok()) << cls.status();
+  ASSERT_TRUE(SavePretrained(**cls, best).ok());
+  ASSERT_TRUE(WriteFileAtomic(best + "/best.json",
+                              "{\"step\": 5, \"metric\": \"accuracy\", "
+                              "\"value\": 0.625, \"eval\": {\"accuracy\": "
+                              "0.625}}\n")
+                  .ok());
+  o = Options("card_best");
+  o.checkpoint = best;
+  ASSERT_TRUE(ExportModel(o).ok());
+  const std::string best_card = *ReadFile(o.out + "/README.md");
+  EXPECT_TRUE(absl::StrContains(best_card, "steps trained: 5")) << best_card;
+  EXPECT_TRUE(absl::StrContains(best_card, "best checkpoint")) << best_card;
+  EXPECT_TRUE(absl::StrContains(best_card, "value 0.625")) << best_card;
+  EXPECT_EQ(Json(o.out + "/tokenizer_config.json")["model_max_length"], 48)
+      << "finetune.max_seq_length of a fine-tuned model";
 }
 
 TEST_F(ExportTest, Tool) {

@@ -71,7 +71,7 @@ TEST(RunSetupTest, OneCpuProcessKeepsItsConfig) {
   Config config;
   config.train.device = "cpu";
   config.train.threads = torch::get_num_threads();  // leave the pool as is
-  const std::string before = ConfigToYaml(config);
+  const std::string before = ConfigFileText(config);
   auto setup = SetUpRank(&config);
   ASSERT_TRUE(setup.ok()) << setup.status();
   EXPECT_EQ(setup->configured_device, "cpu");
