@@ -42,8 +42,11 @@ void FlagParser::AddRepeated(const std::string& name,
 }
 
 void FlagParser::AddConfigFlags(std::string* config_path,
-                                std::vector<std::string>* overrides) {
-  AddString("config", config_path, "YAML config file (see configs/)");
+                                std::vector<std::string>* overrides,
+                                const std::string& config_help) {
+  AddString(
+      "config", config_path,
+      config_help.empty() ? "YAML config file (see configs/)" : config_help);
   AddRepeated("set", overrides,
               "override a config key, e.g. --set train.lr=3e-4 (repeatable)");
 }
@@ -189,7 +192,11 @@ std::string FlagParser::Help() const {
     if (!def.empty()) out << " (default " << def << ")";
     out << "\n";
   };
-  for (const auto& f : flags_) line(f.name, f.help, f.default_text);
+  for (const auto& f : flags_) {
+    const bool required = std::find(required_.begin(), required_.end(),
+                                    f.name) != required_.end();
+    line(f.name, required ? "(required) " + f.help : f.help, f.default_text);
+  }
   line("help", "print this help and exit", "");
   // Handled by RunTool (common/tool_main.h) before any flag is parsed.
   line("version", "print the version and exit", "");

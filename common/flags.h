@@ -32,9 +32,11 @@ class FlagParser {
   // May be given many times; values are appended in order.
   void AddRepeated(const std::string& name, std::vector<std::string>* values,
                    const std::string& help);
-  // Adds the standard pair: --config FILE and repeated --set k=v.
+  // Adds the standard pair: --config FILE and repeated --set k=v;
+  // `config_help` replaces the generic help of --config.
   void AddConfigFlags(std::string* config_path,
-                      std::vector<std::string>* overrides);
+                      std::vector<std::string>* overrides,
+                      const std::string& config_help = "");
 
   // Parses argv[1..]. Non-flag arguments go to positional().
   absl::Status Parse(int argc, const char* const* argv);
@@ -51,7 +53,8 @@ class FlagParser {
   const std::vector<std::string>& positional() const { return positional_; }
   // Whether flag `name` was given on the command line.
   bool WasSet(const std::string& name) const;
-  // "usage: ..." plus one line per flag.
+  // "usage: ..." plus one line per flag; Require()d flags' lines start
+  // with "(required)".
   std::string Help() const;
   const std::string& program() const { return program_; }
 

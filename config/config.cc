@@ -120,6 +120,10 @@ void VisitFinetune(S& c, V& v) {
   v("max_seq_length", c.max_seq_length);
   v("metric", c.metric);
   v("bad_rows", c.bad_rows);
+  v("text_column", c.text_column);
+  v("text_b_column", c.text_b_column);
+  v("label_column", c.label_column);
+  v("id_column", c.id_column);
   v("doc_stride", c.doc_stride);
   v("max_query_length", c.max_query_length);
   v("max_answer_length", c.max_answer_length);
@@ -681,6 +685,8 @@ std::optional<Problem> CheckFinetune(const FinetuneConfig& f) {
   c.Check(f.max_seq_length >= 4, "max_seq_length",
           "must be >= 4" + Got(f.max_seq_length));
   c.OneOf<void>("bad_rows", f.bad_rows, {"skip", "error"});
+  c.Check(f.text_b_column.empty() || !f.text_column.empty(), "text_b_column",
+          "needs finetune.text_column (the first text) set too");
   c.Check(f.doc_stride > 0, "doc_stride", "must be positive");
   c.Check(f.max_query_length > 0, "max_query_length", "must be positive");
   c.Check(f.max_answer_length > 0, "max_answer_length", "must be positive");

@@ -204,6 +204,20 @@ struct FinetuneConfig {
   std::string metric;
   // Bad input rows: "skip" (report and continue) or "error" (fail).
   std::string bad_rows = "error";
+  // Classification/regression input columns: the TSV/CSV header name or the
+  // JSON Lines key. Empty: detected (finetune/README.md). The first text;
+  // detected as the first pair present (sentence1+sentence2,
+  // question+sentence, question1+question2, text_a+text_b,
+  // premise+hypothesis), else sentence, text or text_a.
+  std::string text_column;
+  // The second text of a pair task. With text_column set and this empty,
+  // the task is single-text; set alone it is an error.
+  std::string text_b_column;
+  // The label; detected: label, gold_label, is_duplicate, score.
+  std::string label_column;
+  // The example id (optional; written to the predictions); detected: id,
+  // idx, index, guid, else the 0-based row number.
+  std::string id_column;
   // SQuAD: window stride over long contexts, in tokens.
   int64_t doc_stride = 128;
   // SQuAD: longest question, in tokens.

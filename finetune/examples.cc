@@ -123,8 +123,9 @@ absl::StatusOr<FieldNames> ResolveFields(
     f.label = first_of(LabelCandidates());
   } else if (!has(f.label)) {
     if (options.require_label) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": no label field '", f.label, "' among ", listed));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": no label field '", f.label, "' among ", listed,
+                       "; ", options.unlabeled_hint));
     }
     f.label.clear();
   }
@@ -132,7 +133,7 @@ absl::StatusOr<FieldNames> ResolveFields(
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": no label field among ", listed, "; expected one of ",
         absl::StrJoin(LabelCandidates(), ", "),
-        " (or set the field name; unlabeled input needs require_label=false)"));
+        " (or name it: ", options.label_option, "); ", options.unlabeled_hint));
   }
   if (f.id.empty()) {
     f.id = first_of(IdCandidates());
@@ -230,17 +231,23 @@ std::string BuildExample(const RawRow& row, const FieldNames& fields,
   return "";
 }
 
-absl::StatusOr<ExampleSet> ParseTsv(absl::string_view contents,
-                                    const std::string& source,
-                                    const ReadOptions& options) {
+// One data record of a table (TSV or CSV): the 1-based line it starts on,
+// its fields, and what is wrong with it ("" when nothing).
+struct TableRecord {
+  int64_t line = 0;
+  std::vector<std::string> cells;
+  std::string problem;
+};
+
+// A table's header and data records -> examples. `kind` ("tab-separated",
+// "comma-separated") names the separator in messages.
+absl::StatusOr<ExampleSet> ParseTable(const std::vector<std::string>& header,
+                                      const std::vector<TableRecord>& records,
+                                      const std::string& source,
+                                      const std::string& kind,
+                                      const ReadOptions& options) {
   ExampleSet out;
   Problems problems(options.bad_rows, &out);
-  const std::vector<TextLine> lines = SplitLines(contents);
-  if (lines.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": empty file (a TSV needs a header row)"));
-  }
-  const std::vector<std::string> header = absl::StrSplit(lines[0].text, '\t');
   XLNET_ASSIGN_OR_RETURN(out.fields,
                          ResolveFields(options.fields, header, options,
                                        absl::StrCat(source, ":1 (header)")));
@@ -253,28 +260,26 @@ absl::StatusOr<ExampleSet> ParseTsv(absl::string_view contents,
   const int col_b = column(out.fields.text_b);
   const int col_label = column(out.fields.label);
   const int col_id = column(out.fields.id);
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const std::string location = absl::StrCat(source, ":", lines[i].number);
-    const int64_t row_index = static_cast<int64_t>(i) - 1;
-    const std::vector<absl::string_view> cells =
-        absl::StrSplit(lines[i].text, '\t');
-    if (lines[i].text.empty()) {
-      XLNET_RETURN_IF_ERROR(problems.Bad(location, "empty line"));
+  for (size_t i = 0; i < records.size(); ++i) {
+    const TableRecord& record = records[i];
+    const std::string location = absl::StrCat(source, ":", record.line);
+    const int64_t row_index = static_cast<int64_t>(i);
+    if (!record.problem.empty()) {
+      XLNET_RETURN_IF_ERROR(problems.Bad(location, record.problem));
       continue;
     }
-    if (cells.size() != header.size()) {
+    if (record.cells.size() != header.size()) {
       XLNET_RETURN_IF_ERROR(problems.Bad(
-          location,
-          absl::StrCat("expected ", header.size(),
-                       " tab-separated fields (as the header), found ",
-                       cells.size())));
+          location, absl::StrCat("expected ", header.size(), " ", kind,
+                                 " fields (as the header), found ",
+                                 record.cells.size())));
       continue;
     }
     RawRow row;
     auto take = [&](int col, RawField* f) {
       if (col < 0) return;
       f->present = true;
-      f->value = std::string(cells[col]);
+      f->value = record.cells[col];
     };
     take(col_a, &row.text_a);
     take(col_b, &row.text_b);
@@ -291,6 +296,160 @@ absl::StatusOr<ExampleSet> ParseTsv(absl::string_view contents,
     out.examples.push_back(std::move(ex));
   }
   return out;
+}
+
+absl::StatusOr<ExampleSet> ParseTsv(absl::string_view contents,
+                                    const std::string& source,
+                                    const ReadOptions& options) {
+  const std::vector<TextLine> lines = SplitLines(contents);
+  if (lines.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": empty file (a TSV needs a header row)"));
+  }
+  const std::vector<std::string> header = absl::StrSplit(lines[0].text, '\t');
+  std::vector<TableRecord> records(lines.size() - 1);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    TableRecord& r = records[i - 1];
+    r.line = lines[i].number;
+    if (lines[i].text.empty()) {
+      r.problem = "empty line";
+    } else {
+      r.cells = absl::StrSplit(lines[i].text, '\t');
+    }
+  }
+  return ParseTable(header, records, source, "tab-separated", options);
+}
+
+// RFC 4180 records of `contents` (BOM dropped). Structural errors that leave
+// the rest of the file unreadable (an unterminated quote, a field or record
+// over the limits) are errors naming the file and line; a record that is
+// malformed but delimited (a stray quote) gets a `problem`.
+absl::StatusOr<std::vector<TableRecord>> SplitCsv(absl::string_view contents,
+                                                  const std::string& source,
+                                                  const ReadOptions& options) {
+  if (contents.substr(0, 3) == "\xEF\xBB\xBF") contents.remove_prefix(3);
+  std::vector<TableRecord> records;
+  const size_t n = contents.size();
+  size_t pos = 0;
+  int64_t line = 1;
+  while (pos < n) {
+    TableRecord record;
+    record.line = line;
+    size_t record_bytes = 0;
+    bool end_of_record = false;
+    if (contents[pos] == '\n' ||
+        (contents[pos] == '\r' && pos + 1 < n && contents[pos + 1] == '\n')) {
+      pos += contents[pos] == '\r' ? 2 : 1;
+      ++line;
+      record.problem = "empty line";
+      records.push_back(std::move(record));
+      continue;
+    }
+    while (!end_of_record) {
+      std::string field;
+      const int64_t field_line = line;
+      auto grow = [&](char c) -> absl::Status {
+        field.push_back(c);
+        if (field.size() > options.max_csv_field_bytes) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              source, ":", field_line, ": a field longer than ",
+              options.max_csv_field_bytes,
+              " bytes (an unterminated quote?); finetune CSV fields are "
+              "bounded"));
+        }
+        return absl::OkStatus();
+      };
+      if (pos < n && contents[pos] == '"') {
+        ++pos;
+        bool closed = false;
+        while (pos < n) {
+          const char c = contents[pos++];
+          if (c == '"') {
+            if (pos < n && contents[pos] == '"') {
+              ++pos;
+              XLNET_RETURN_IF_ERROR(grow('"'));
+              continue;
+            }
+            closed = true;
+            break;
+          }
+          if (c == '\n') ++line;
+          XLNET_RETURN_IF_ERROR(grow(c));
+        }
+        if (!closed) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              source, ":", field_line,
+              ": unterminated quoted field (a field that starts with \" ends "
+              "at the next \" not doubled as \"\")"));
+        }
+        // After the closing quote: a separator or the end of the record.
+        while (pos < n && contents[pos] != ',' && contents[pos] != '\n' &&
+               !(contents[pos] == '\r' && pos + 1 < n &&
+                 contents[pos + 1] == '\n')) {
+          if (record.problem.empty()) {
+            record.problem = absl::StrCat(
+                "text after the closing quote of field ",
+                record.cells.size() + 1,
+                " (a quote inside a quoted field is written \"\")");
+          }
+          XLNET_RETURN_IF_ERROR(grow(contents[pos++]));
+        }
+      } else {
+        while (pos < n && contents[pos] != ',' && contents[pos] != '\n' &&
+               !(contents[pos] == '\r' && pos + 1 < n &&
+                 contents[pos + 1] == '\n')) {
+          if (contents[pos] == '"' && record.problem.empty()) {
+            record.problem = absl::StrCat(
+                "a quote inside unquoted field ", record.cells.size() + 1,
+                " (quote the whole field and write the quote as \"\")");
+          }
+          XLNET_RETURN_IF_ERROR(grow(contents[pos++]));
+        }
+      }
+      record_bytes += field.size() + 1;
+      record.cells.push_back(std::move(field));
+      if (record_bytes > options.max_csv_record_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ":", record.line, ": a record longer than ",
+                         options.max_csv_record_bytes,
+                         " bytes; finetune CSV records are bounded"));
+      }
+      if (pos >= n) {
+        end_of_record = true;
+      } else if (contents[pos] == ',') {
+        ++pos;
+        // A separator at the very end of the file leaves one empty field.
+        if (pos >= n) {
+          record.cells.emplace_back();
+          end_of_record = true;
+        }
+      } else {
+        pos += contents[pos] == '\r' ? 2 : 1;
+        ++line;
+        end_of_record = true;
+      }
+    }
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+absl::StatusOr<ExampleSet> ParseCsv(absl::string_view contents,
+                                    const std::string& source,
+                                    const ReadOptions& options) {
+  XLNET_ASSIGN_OR_RETURN(std::vector<TableRecord> records,
+                         SplitCsv(contents, source, options));
+  if (records.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": empty file (a CSV needs a header row)"));
+  }
+  const TableRecord header = std::move(records.front());
+  records.erase(records.begin());
+  if (!header.problem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":1 (header): ", header.problem));
+  }
+  return ParseTable(header.cells, records, source, "comma-separated", options);
 }
 
 // Which JSON types a field accepts besides strings.
@@ -398,6 +557,19 @@ absl::StatusOr<BadRowPolicy> ParseBadRowPolicy(std::string_view text) {
       "bad_rows: expected 'skip' or 'error', got '", std::string(text), "'"));
 }
 
+absl::StatusOr<ReadOptions> ReadOptionsFromConfig(const FinetuneConfig& config,
+                                                  TaskKind task) {
+  ReadOptions read;
+  read.task = task;
+  XLNET_ASSIGN_OR_RETURN(read.bad_rows, ParseBadRowPolicy(config.bad_rows));
+  read.fields.text_a = config.text_column;
+  read.fields.text_b = config.text_b_column;
+  read.fields.label = config.label_column;
+  read.fields.id = config.id_column;
+  read.label_option = "finetune.label_column";
+  return read;
+}
+
 void LogSkippedRows(const std::string& path, int64_t skipped,
                     const std::vector<std::string>& problems) {
   if (skipped == 0) return;
@@ -486,13 +658,15 @@ absl::StatusOr<ExampleFormat> FormatFromPath(const std::string& path) {
            absl::AsciiStrToLower(path.substr(path.size() - ext.size())) == ext;
   };
   if (ends_with(".tsv")) return ExampleFormat::kTsv;
+  if (ends_with(".csv")) return ExampleFormat::kCsv;
   if (ends_with(".jsonl") || ends_with(".ndjson") || ends_with(".json")) {
     return ExampleFormat::kJsonl;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       path,
-      ": unknown data format; expected a .tsv file (GLUE-style, header row) "
-      "or a .jsonl/.ndjson/.json file (JSON Lines: one object per line)"));
+      ": unknown data format; expected a .tsv file (GLUE-style, header row), "
+      "a .csv file (RFC 4180, header row) or a .jsonl/.ndjson/.json file "
+      "(JSON Lines: one object per line)"));
 }
 
 absl::StatusOr<ExampleSet> ParseExamples(std::string_view contents,
@@ -504,8 +678,15 @@ absl::StatusOr<ExampleSet> ParseExamples(std::string_view contents,
         absl::StrCat(source, ": a label set is for classification only"));
   }
   const absl::string_view text(contents.data(), contents.size());
-  return format == ExampleFormat::kTsv ? ParseTsv(text, source, options)
-                                       : ParseJsonl(text, source, options);
+  switch (format) {
+    case ExampleFormat::kTsv:
+      return ParseTsv(text, source, options);
+    case ExampleFormat::kCsv:
+      return ParseCsv(text, source, options);
+    case ExampleFormat::kJsonl:
+      break;
+  }
+  return ParseJsonl(text, source, options);
 }
 
 absl::StatusOr<ExampleSet> ReadExamples(const std::string& path,

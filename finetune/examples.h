@@ -1,5 +1,8 @@
-// Classification and regression data for fine-tuning: GLUE-style TSV and
-// JSON Lines readers, label sets, and the XLNet input features.
+// Classification and regression data for fine-tuning: GLUE-style TSV, CSV
+// (RFC 4180) and JSON Lines readers, label sets, and the XLNet input
+// features. The CSV reader is our own (about 100 lines, bounded): no C++ CSV
+// library is a dependency of this project (Debian 12 packages none that we
+// use).
 //
 //   ReadOptions read;
 //   read.bad_rows = BadRowPolicy::kSkip;
@@ -27,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "config/config.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::finetune {
@@ -110,11 +114,27 @@ struct ReadOptions {
   // false for unlabeled prediction input: a label field is then optional, and
   // read when present.
   bool require_label = true;
+  // Ends the error for labelled input without a label column (a tool names
+  // its own way to read unlabeled input here).
+  std::string unlabeled_hint = "unlabeled input needs require_label=false";
+  // How the label column is named, in the error above.
+  std::string label_option = "ReadOptions::fields.label";
   BadRowPolicy bad_rows = BadRowPolicy::kError;
   FieldNames fields;
   // When set, a label outside it is a bad row (classification only).
   const LabelSet* labels = nullptr;
+  // CSV only: the longest field and record (bytes, quotes removed) read; a
+  // longer one (often an unterminated quote) is an error naming the file and
+  // the line where it starts.
+  size_t max_csv_field_bytes = size_t{1} << 20;
+  size_t max_csv_record_bytes = size_t{4} << 20;
 };
+
+// The reader options of a fine-tuning config: `task`, finetune.bad_rows and
+// the columns finetune.text_column, text_b_column, label_column, id_column
+// (empty: detected). An invalid bad_rows is an error.
+absl::StatusOr<ReadOptions> ReadOptionsFromConfig(const FinetuneConfig& config,
+                                                  TaskKind task);
 
 // What a reader returns.
 struct ExampleSet {
@@ -128,9 +148,18 @@ struct ExampleSet {
 };
 
 // Input formats, chosen by extension in ReadExamples.
-enum class ExampleFormat { kTsv, kJsonl };
-// .tsv -> kTsv; .jsonl, .ndjson, .json (read as JSON Lines) -> kJsonl;
-// anything else is an InvalidArgument error naming the path.
+//   kTsv: header row, fields split on tabs, no quoting (GLUE files).
+//   kCsv: RFC 4180: header row, comma separator, fields optionally in double
+//     quotes with "" for a quote; quoted fields may hold commas, CR and LF.
+//     Records end with CRLF or LF. A row's location is the line it starts
+//     on. An unterminated quote, or a field/record over the limits of
+//     ReadOptions, is an error; a stray quote (inside an unquoted field, or
+//     text after a closing quote) makes a bad row.
+//   kJsonl: one JSON object per line.
+enum class ExampleFormat { kTsv, kCsv, kJsonl };
+// .tsv -> kTsv; .csv -> kCsv; .jsonl, .ndjson, .json (read as JSON Lines)
+// -> kJsonl (case-insensitive); anything else is an InvalidArgument error
+// naming the path.
 absl::StatusOr<ExampleFormat> FormatFromPath(const std::string& path);
 
 // Reads a whole file; the format is chosen by FormatFromPath.

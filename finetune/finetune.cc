@@ -1,6 +1,7 @@
 #include "finetune/finetune.h"
 
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,25 +38,6 @@ struct Data {
   std::vector<std::string> labels;  // id2label (classification/regression)
 };
 
-// The run's config: --config (or the defaults) with --set overrides, its
-// model section replaced by --init's config.json (fine-tuning keeps the
-// architecture and HF settings of the model it starts from).
-absl::StatusOr<Config> LoadFinetuneConfig(
-    const std::string& config_path, const std::vector<std::string>& overrides,
-    const std::string& init_dir) {
-  const std::vector<std::string> sections = {"data", "train", "finetune"};
-  XLNET_ASSIGN_OR_RETURN(
-      Config config, config_path.empty()
-                         ? ParseConfig("", "<defaults>", overrides, sections)
-                         : LoadConfig(config_path, overrides, sections));
-  XLNET_ASSIGN_OR_RETURN(config.model, ReadModelDirConfig(init_dir));
-  // bi_data is a layout of pretraining batches (forward and backward halves);
-  // fine-tuning batches are ordinary, as in the official code and HF.
-  config.model.bi_data = false;
-  XLNET_RETURN_IF_ERROR(ValidateConfig(config));
-  return config;
-}
-
 TensorRows RowsOf(const finetune::EncodedExamples& enc) {
   TensorRows rows;
   rows.input_ids = enc.input_ids;
@@ -72,17 +54,21 @@ absl::StatusOr<Data> ReadTextTask(
     const std::string& train_path, const std::string& dev_path,
     const std::string& test_path, bool do_predict) {
   Data data;
-  finetune::ReadOptions read;
-  read.task = task == Task::kRegression ? finetune::TaskKind::kRegression
-                                        : finetune::TaskKind::kClassification;
-  XLNET_ASSIGN_OR_RETURN(read.bad_rows,
-                         finetune::ParseBadRowPolicy(config.finetune.bad_rows));
+  XLNET_ASSIGN_OR_RETURN(
+      finetune::ReadOptions read,
+      finetune::ReadOptionsFromConfig(
+          config.finetune, task == Task::kRegression
+                               ? finetune::TaskKind::kRegression
+                               : finetune::TaskKind::kClassification));
   finetune::FeatureOptions features;
   features.max_seq_length = config.finetune.max_seq_length;
 
   std::optional<finetune::ExampleSet> train;
   if (!train_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(train, finetune::ReadExamples(train_path, read));
+    finetune::ReadOptions r = read;
+    r.unlabeled_hint =
+        "--train must be labelled (unlabeled data: --test with --do_predict)";
+    XLNET_ASSIGN_OR_RETURN(train, finetune::ReadExamples(train_path, r));
     finetune::LogSkippedRows(train_path, train->skipped, train->problems);
     if (train->examples.empty()) {
       return absl::InvalidArgumentError(
@@ -136,6 +122,11 @@ absl::StatusOr<Data> ReadTextTask(
                        bool labelled) -> absl::StatusOr<EvalSet> {
     finetune::ReadOptions r = read;
     r.require_label = labelled;
+    r.unlabeled_hint =
+        name == "test"
+            ? "to write predictions for an unlabeled --test, add --do_predict"
+            : "--dev must be labelled (unlabeled data: --test with "
+              "--do_predict)";
     XLNET_ASSIGN_OR_RETURN(finetune::ExampleSet set,
                            finetune::ReadExamples(path, r));
     finetune::LogSkippedRows(path, set.skipped, set.problems);
@@ -224,6 +215,10 @@ absl::StatusOr<Data> ReadSquadTask(const Config& config,
                        bool labelled) -> absl::StatusOr<EvalSet> {
     finetune::SquadReadOptions r = read;
     r.require_answers = labelled;
+    if (name == "test") {
+      r.unlabeled_hint =
+          "to write predictions for an unlabeled --test, add --do_predict";
+    }
     EvalSet out;
     out.name = name;
     XLNET_ASSIGN_OR_RETURN(out.squad, finetune::ReadSquad(path, r));
@@ -259,16 +254,74 @@ absl::Status WritePredictions(Task task, const std::string& out_dir,
     return finetune::WriteSquadPredictions(
         predictions.squad, absl::StrCat(out_dir, "/predictions_", set.name));
   }
-  std::string text = "id\tprediction\n";
-  for (size_t i = 0; i < predictions.values.size(); ++i) {
-    absl::StrAppend(&text, predictions.ids[i], "\t", predictions.values[i],
-                    "\n");
-  }
   return WriteFileAtomic(
-      absl::StrCat(out_dir, "/predictions_", set.name, ".tsv"), text);
+      absl::StrCat(out_dir, "/predictions_", set.name, ".tsv"),
+      finetune::PredictionsTsv(predictions, task == Task::kRegression));
 }
 
 }  // namespace
+
+absl::StatusOr<Config> LoadFinetuneConfig(
+    const std::string& config_path, const std::vector<std::string>& overrides,
+    const std::string& init_dir) {
+  const std::vector<std::string> sections = {"data", "train", "finetune"};
+  XLNET_ASSIGN_OR_RETURN(
+      Config config, config_path.empty()
+                         ? ParseConfig("", "<defaults>", overrides, sections)
+                         : LoadConfig(config_path, overrides, sections));
+  XLNET_ASSIGN_OR_RETURN(config.model, ReadModelDirConfig(init_dir));
+  // bi_data is a layout of pretraining batches (forward and backward halves);
+  // fine-tuning batches are ordinary, as in the official code and HF.
+  config.model.bi_data = false;
+  // The text rules the model was pretrained with, when --init records them.
+  const std::string init_yaml = absl::StrCat(init_dir, "/config.yaml");
+  DataConfig& data = config.data;
+  auto rules_text = [](const DataConfig& d) {
+    return absl::StrCat("uncased=", d.uncased ? "true" : "false",
+                        " keep_accents=", d.keep_accents ? "true" : "false");
+  };
+  std::string rules_source =
+      absl::StrCat(config_path.empty() ? "the defaults" : config_path,
+                   overrides.empty() ? "" : " and --set");
+  if (PathExists(init_yaml)) {
+    XLNET_ASSIGN_OR_RETURN(const Config init_config, LoadConfig(init_yaml));
+    const DataConfig& model_data = init_config.data;
+    if (model_data.uncased != data.uncased ||
+        model_data.keep_accents != data.keep_accents) {
+      XLOG(WARNING) << "the run config's data " << rules_text(data)
+                    << " is not used: the model in " << init_dir
+                    << " was trained on text with " << rules_text(model_data)
+                    << " (" << init_yaml
+                    << ") and fine-tuning normalizes text the same way";
+    }
+    data.uncased = model_data.uncased;
+    data.keep_accents = model_data.keep_accents;
+    rules_source = init_yaml;
+  }
+  XLOG(INFO) << "text rules: " << rules_text(data) << " (from " << rules_source
+             << ")";
+  XLNET_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
+absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadFinetuneTokenizer(
+    const Config& config, const std::string& tokenizer_path,
+    const std::string& init_dir) {
+  std::string path = tokenizer_path;
+  if (path.empty()) path = config.data.tokenizer;
+  if (path.empty()) path = absl::StrCat(init_dir, "/", kTokenizerFile);
+  data::TextRules rules;
+  rules.uncased = config.data.uncased;
+  rules.keep_accents = config.data.keep_accents;
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                         data::Tokenizer::Load(path, rules));
+  if (tokenizer->vocab_size() > config.model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " has ", tokenizer->vocab_size(),
+        " pieces but the model's vocab_size is ", config.model.vocab_size));
+  }
+  return tokenizer;
+}
 
 absl::Status RunFinetuning(const FinetuneOptions& options) {
   // First: SIGTERM/SIGINT from now on end the run cleanly (exit 0).
@@ -278,7 +331,6 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
   const std::string& test_path = options.test;
   const std::string& out_dir = options.out_dir;
   const std::string& init_dir = options.init_dir;
-  std::string tokenizer_path = options.tokenizer;
   XLNET_ASSIGN_OR_RETURN(const Task task, finetune::ParseTask(options.task));
   if (train_path.empty() && dev_path.empty() && test_path.empty()) {
     return absl::InvalidArgumentError(
@@ -304,17 +356,9 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
                                              options.resume, options.overwrite},
                                             setup->group.get()));
 
-  if (tokenizer_path.empty()) tokenizer_path = config.data.tokenizer;
-  if (tokenizer_path.empty()) {
-    tokenizer_path = absl::StrCat(init_dir, "/", kTokenizerFile);
-  }
-  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
-                         data::Tokenizer::Load(tokenizer_path));
-  if (tokenizer->vocab_size() > config.model.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        tokenizer_path, " has ", tokenizer->vocab_size(),
-        " pieces but the model's vocab_size is ", config.model.vocab_size));
-  }
+  XLNET_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::Tokenizer> tokenizer,
+      LoadFinetuneTokenizer(config, options.tokenizer, init_dir));
 
   Data data;
   if (task == Task::kSquad) {

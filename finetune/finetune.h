@@ -4,10 +4,14 @@
 // spiece.model) and writes RUN/eval_results.json and predictions.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "data_pipeline/tokenizer.h"
 #include "train/run_setup.h"
 
 namespace xlnet {
@@ -23,7 +27,7 @@ struct FinetuneOptions {
   // The model to start from: a pretraining checkpoint of ours, a fine-tuned
   // RUN/best, or a HuggingFace XLNet directory.
   std::string init_dir;
-  // Data files (.tsv/.jsonl; SQuAD .json). Without train the model is only
+  // Data files (.tsv/.csv/.jsonl; SQuAD .json). Without train the model is only
   // evaluated; dev picks the best checkpoint; test is scored at the end.
   std::string train;
   std::string dev;
@@ -52,5 +56,28 @@ struct FinetuneOptions {
 };
 
 absl::Status RunFinetuning(const FinetuneOptions& options);
+
+// The config of a fine-tuning run, in this order of precedence:
+//   model section: `init_dir`/config.json (never the YAML);
+//   data.uncased, data.keep_accents (the text rules): `init_dir`/config.yaml
+//     when there is one (our pretraining checkpoints, fine-tuning
+//     checkpoints and RUN/best), so text is normalized exactly as in the
+//     model's pretraining; a run config that says otherwise gets a warning
+//     and is not used. Without it (a HuggingFace or exported directory):
+//     `config_path` (or the defaults, cased with accents stripped) with the
+//     `overrides`;
+//   everything else: `config_path` (or the defaults), then `overrides`.
+// Only the data, train and finetune sections may be given.
+absl::StatusOr<Config> LoadFinetuneConfig(
+    const std::string& config_path, const std::vector<std::string>& overrides,
+    const std::string& init_dir);
+
+// The tokenizer fine-tuning encodes with: `tokenizer_path`, else
+// config.data.tokenizer, else `init_dir`/spiece.model, applying
+// config.data's text rules (uncased, keep_accents). More pieces than
+// config.model.vocab_size is an error naming the file.
+absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadFinetuneTokenizer(
+    const Config& config, const std::string& tokenizer_path,
+    const std::string& init_dir);
 
 }  // namespace xlnet

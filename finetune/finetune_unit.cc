@@ -375,13 +375,17 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
       predictions->ids = set.example_ids;
       predictions->logits = logits;
       predictions->values.clear();
+      predictions->labels.clear();
+      if (!classifier_->is_regression()) {
+        predictions->labels = classifier_->config().id2label;
+      }
       for (int64_t i = 0; i < logits.size(0); ++i) {
         if (classifier_->is_regression()) {
           predictions->values.push_back(
               absl::StrFormat("%.6g", logits[i][0].item<double>()));
         } else {
           const int64_t id = logits[i].argmax().item<int64_t>();
-          const auto& names = classifier_->config().id2label;
+          const auto& names = predictions->labels;
           predictions->values.push_back(id < static_cast<int64_t>(names.size())
                                             ? names[id]
                                             : std::to_string(id));
@@ -428,6 +432,47 @@ absl::Status FinetuneUnit::LoadUnitState(const std::string& dir, int rank) {
 
 absl::Status FinetuneUnit::LoadWeights(const std::string& dir) {
   return CopyWeightsFromDir(dir, StateDict());
+}
+
+std::string PredictionsTsv(const Predictions& predictions, bool regression) {
+  auto clean = [](std::string text) {
+    std::replace_if(
+        text.begin(), text.end(),
+        [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+    return text;
+  };
+  std::string text = "id\tprediction";
+  const int64_t n = static_cast<int64_t>(predictions.values.size());
+  TORCH_CHECK(static_cast<int64_t>(predictions.ids.size()) == n,
+              "predictions: ", predictions.ids.size(), " ids for ", n,
+              " values");
+  torch::Tensor probs;
+  if (!regression) {
+    for (const std::string& label : predictions.labels) {
+      absl::StrAppend(&text, "\tprob_", clean(label));
+    }
+    TORCH_CHECK(predictions.logits.dim() == 2 &&
+                    predictions.logits.size(0) == n &&
+                    predictions.logits.size(1) ==
+                        static_cast<int64_t>(predictions.labels.size()),
+                "predictions: logits ", predictions.logits.sizes(), " for ", n,
+                " rows of ", predictions.labels.size(), " classes");
+    probs =
+        torch::softmax(predictions.logits.to(torch::kFloat64), 1).contiguous();
+  }
+  text += "\n";
+  for (int64_t i = 0; i < n; ++i) {
+    absl::StrAppend(&text, clean(predictions.ids[i]), "\t",
+                    clean(predictions.values[i]));
+    if (probs.defined()) {
+      const double* row = probs.data_ptr<double>() + i * probs.size(1);
+      for (int64_t c = 0; c < probs.size(1); ++c) {
+        absl::StrAppend(&text, "\t", absl::StrFormat("%.6g", row[c]));
+      }
+    }
+    text += "\n";
+  }
+  return text;
 }
 
 }  // namespace xlnet::finetune

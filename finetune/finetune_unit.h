@@ -109,8 +109,19 @@ struct Predictions {
   std::vector<std::string> ids;
   std::vector<std::string> values;  // label name / number
   torch::Tensor logits;             // [N, C] (classification/regression)
+  // Classification: the class names, index = logit column (id2label).
+  std::vector<std::string> labels;
   SquadPredictions squad;
 };
+
+// The text of predictions_{dev,test}.tsv of a classification or regression
+// set: a header, then one row per example. Columns: `id`, `prediction` (the
+// class of the largest logit, or the regression value, 6 significant
+// digits), then for classification `prob_<label>` per class in id order: the
+// softmax of the logits (computed in double), 6 significant digits. Tabs and
+// line breaks inside ids and labels are written as spaces (the file has no
+// quoting).
+std::string PredictionsTsv(const Predictions& predictions, bool regression);
 
 class FinetuneUnit : public TrainUnit {
  public:

@@ -184,8 +184,10 @@ class SquadReader {
       }
     }
     if (options_.require_answers && !ex->is_impossible && ex->answers.empty()) {
-      return "answerable question (is_impossible false or absent) without "
-             "answers";
+      return absl::StrCat(
+          "answerable question (is_impossible false or absent) without "
+          "answers",
+          options_.unlabeled_hint.empty() ? "" : "; ", options_.unlabeled_hint);
     }
     return "";
   }

@@ -73,6 +73,9 @@ struct SquadReadOptions {
   // answers unless is_impossible; false for unlabeled prediction input
   // (answers may be absent; present ones are still read).
   bool require_answers = true;
+  // Appended to the error for a question without answers under
+  // require_answers (a tool names its own way to read unlabeled input).
+  std::string unlabeled_hint;
   // Check that each answer's text is the context at answer_start.
   bool check_answer_spans = true;
   BadRowPolicy bad_rows = BadRowPolicy::kError;

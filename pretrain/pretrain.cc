@@ -4,6 +4,7 @@
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
+#include "data_pipeline/tokenizer.h"
 #include "model/model_size.h"
 #include "model_io/model_dir.h"
 #include "pretrain/plm_unit.h"
@@ -51,6 +52,12 @@ absl::Status RunPretraining(const PretrainOptions& options) {
                << " parameters; global batch " << config.train.batch_size
                << " x " << config.data.seq_len << " tokens";
   }
+  // The text rules the shards were prepared with win over the data config
+  // (the sampler warns when they differ); config.yaml records them, so that
+  // fine-tuning from a checkpoint normalizes text the same way.
+  const data::TextRules& rules = unit->sampler().tokenizer().rules();
+  unit_options.config.data.uncased = rules.uncased;
+  unit_options.config.data.keep_accents = rules.keep_accents;
   TrainerOptions trainer_options;
   trainer_options.train = config.train;
   trainer_options.config_yaml = RunConfigYaml(unit_options.config, rank);

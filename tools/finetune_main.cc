@@ -13,17 +13,28 @@ absl::Status Run(int argc, char** argv) {
       "xlnet-finetune",
       "--task classification|regression|squad --init MODEL_DIR --out RUN_DIR "
       "[--train F] [--dev F] [--test F] [--config CFG.yaml] [--set k=v ...] "
-      "[--resume latest|DIR | --overwrite] [--from_scratch] [--do_predict] "
-      "[--nproc_per_node N]");
-  flags.AddConfigFlags(&o.config_path, &o.overrides);
+      "[--resume latest|DIR | --overwrite] [--tokenizer spiece.model] "
+      "[--labels A,B,...] [--from_scratch] [--do_predict] "
+      "[--nproc_per_node N [--master_port P]]\n\n"
+      "Flags in [brackets] are optional. Data: .tsv (header row), .csv (RFC "
+      "4180, header row) or .jsonl; SQuAD .json. Columns are detected "
+      "(finetune/README.md) or named, e.g.\n"
+      "  --set finetune.text_column=review --set finetune.label_column=stars\n"
+      "The text rules (data.uncased, data.keep_accents) come from --init's "
+      "config.yaml when it has one (the model's pretraining), else from the "
+      "config.");
+  flags.AddConfigFlags(
+      &o.config_path, &o.overrides,
+      "YAML config with data, train and finetune sections (optional: the "
+      "defaults apply; the model section is --init's config.json)");
   flags.AddString("task", &o.task, "classification, regression or squad");
   flags.AddString("init", &o.init_dir,
                   "model to start from: a pretraining checkpoint of ours, a "
                   "fine-tuned RUN/best, or a HuggingFace XLNet directory (its "
                   "config.json is the model section)");
   flags.AddString("train", &o.train,
-                  "training data (.tsv/.jsonl; SQuAD .json); without it the "
-                  "model is only evaluated");
+                  "training data (.tsv/.csv/.jsonl; SQuAD .json); without it "
+                  "the model is only evaluated");
   flags.AddString("dev", &o.dev,
                   "dev data: evaluated every train.eval_steps; picks the best "
                   "checkpoint");
@@ -48,7 +59,8 @@ absl::Status Run(int argc, char** argv) {
                 "without pretraining)");
   flags.AddBool("do_predict", &o.do_predict,
                 "--test may be unlabeled: write its predictions (scored too "
-                "when labels are present)");
+                "when labels are present); classification predictions carry "
+                "prob_<label> columns");
   xlnet::AddLaunchFlags(flags, &o.launch);
   for (const char* name : {"task", "init", "out"}) flags.Require(name);
   XLNET_ASSIGN_OR_RETURN(const bool proceed,

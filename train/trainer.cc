@@ -328,6 +328,10 @@ absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
         for (const auto& [name, bytes] : options_.extra_files) {
           XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), bytes));
         }
+        // As in every checkpoint: what the model was trained with (its
+        // text rules included, which fine-tuning from here reads).
+        XLNET_RETURN_IF_ERROR(
+            WriteFileAtomic(writer.Path("config.yaml"), options_.config_yaml));
         return WriteFileAtomic(writer.Path(kBestStateFile),
                                state.dump(2) + "\n");
       }));

@@ -58,6 +58,28 @@ TEST(FlagsTest, ErrorsAndHelp) {
   EXPECT_NE(f4.Help().find("--help"), std::string::npos);
 }
 
+TEST(FlagsTest, HelpMarksRequiredFlagsAndTakesAConfigHelp) {
+  std::string model, out, config;
+  std::vector<std::string> sets;
+  FlagParser flags("xlnet-test", "--model DIR [--out DIR]");
+  flags.AddString("model", &model, "the model directory");
+  flags.AddString("out", &out, "where to write");
+  flags.AddConfigFlags(&config, &sets, "optional YAML config");
+  flags.Require("model");
+  const std::string help = flags.Help();
+  EXPECT_NE(help.find("--model   (required) the model directory"),
+            std::string::npos)
+      << help;
+  EXPECT_NE(help.find("--out     where to write"), std::string::npos) << help;
+  EXPECT_NE(help.find("--config  optional YAML config"), std::string::npos)
+      << help;
+  const char* none[] = {"prog"};
+  auto proceed = flags.ParseCommandLine(1, none);
+  ASSERT_FALSE(proceed.ok());
+  EXPECT_EQ(proceed.status().message(),
+            "--model is required; see xlnet-test --help");
+}
+
 TEST(FlagsTest, Doubles) {
   double thresh = 1.0;
   FlagParser flags("xlnet-test", "ARGS");

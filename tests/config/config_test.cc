@@ -132,6 +132,28 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
   EXPECT_NE(Message(config.status()).find("train.device"), std::string::npos);
 }
 
+TEST(ConfigTest, FinetuneInputColumns) {
+  auto config = ParseConfig(
+      "finetune:\n  text_column: review\n  text_b_column: title\n"
+      "  label_column: stars\n  id_column: review_id\n",
+      "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->finetune.text_column, "review");
+  EXPECT_EQ(config->finetune.text_b_column, "title");
+  EXPECT_EQ(config->finetune.label_column, "stars");
+  EXPECT_EQ(config->finetune.id_column, "review_id");
+  auto again = ParseConfig(ConfigToYaml(*config), "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->finetune.text_b_column, "title");
+  EXPECT_EQ(again->finetune.id_column, "review_id");
+  // Empty (the default) detects the columns.
+  EXPECT_EQ(ParseConfig("", "c.yaml")->finetune.text_column, "");
+  config = ParseConfig("", "c.yaml", {"finetune.text_b_column=title"});
+  EXPECT_EQ(Message(config.status()),
+            "--set finetune.text_b_column=title: finetune.text_b_column: "
+            "needs finetune.text_column (the first text) set too");
+}
+
 TEST(ConfigTest, RanksSharingOneGpu) {
   EXPECT_EQ(ParseConfig("", "g.yaml")->train.ranks_per_device, 1);
   auto config =

@@ -1,10 +1,12 @@
-// Readers (TSV, JSON Lines), bad-row handling, label sets and the packed
-// classifier input `A <sep> [B <sep>] <cls>` with left padding.
+// Readers (TSV, CSV, JSON Lines), configured columns, bad-row handling, label
+// sets and the packed classifier input `A <sep> [B <sep>] <cls>` with left
+// padding.
 #include "finetune/examples.h"
 
 #include <gtest/gtest.h>
 
 #include "common/file_util.h"
+#include "config/config.h"
 #include "tests/finetune/finetune_test_env.h"
 #include "tests/test_util.h"
 
@@ -212,10 +214,13 @@ TEST(ReadExamplesTest, FormatFromExtension) {
   EXPECT_EQ(*FormatFromPath("a/train.tsv"), ExampleFormat::kTsv);
   EXPECT_EQ(*FormatFromPath("dev.JSONL"), ExampleFormat::kJsonl);
   EXPECT_EQ(*FormatFromPath("dev.json"), ExampleFormat::kJsonl);
-  auto csv = FormatFromPath("data/train.csv");
-  ASSERT_FALSE(csv.ok());
-  EXPECT_NE(csv.status().message().find("data/train.csv: unknown data format"),
-            std::string::npos);
+  EXPECT_EQ(*FormatFromPath("data/train.csv"), ExampleFormat::kCsv);
+  EXPECT_EQ(*FormatFromPath("data/TRAIN.CSV"), ExampleFormat::kCsv);
+  auto xlsx = FormatFromPath("data/train.xlsx");
+  ASSERT_FALSE(xlsx.ok());
+  EXPECT_NE(
+      xlsx.status().message().find("data/train.xlsx: unknown data format"),
+      std::string::npos);
 
   xlnet::testing::TempDir dir;
   ASSERT_TRUE(WriteFileAtomic(dir.Join("x.tsv"), "text\tlabel\nhi\tb\n").ok());
@@ -224,6 +229,186 @@ TEST(ReadExamplesTest, FormatFromExtension) {
   EXPECT_EQ(set->examples[0].location, dir.Join("x.tsv") + ":2");
   auto missing = ReadExamples(dir.Join("none.tsv"), {});
   EXPECT_FALSE(missing.ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(dir.Join("x.csv"), "text,label\n\"hi, you\",b\n").ok());
+  set = ReadExamples(dir.Join("x.csv"), {});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->examples[0].text_a, "hi, you");
+  EXPECT_EQ(set->examples[0].location, dir.Join("x.csv") + ":2");
+}
+
+TEST(ReadCsvTest, QuotedCommasNewlinesAndEscapedQuotes) {
+  const std::string csv =
+      "\xEF\xBB\xBFid,sentence,label\r\n"
+      "a1,\"Commas, inside\",pos\r\n"
+      "a2,\"He said \"\"no\"\"\",neg\r\n"
+      "a3,\"two\r\nlines\nthree\",pos\n"  // starts on line 4, spans 3
+      "a4,plain text,neg\n"
+      "\"a5\",\"\"\"\",pos";  // last line without a line end
+  ExampleSet set = ParseOk(csv, ExampleFormat::kCsv);
+  ASSERT_EQ(set.examples.size(), 5u);
+  EXPECT_EQ(set.fields.text_a, "sentence");
+  EXPECT_EQ(set.fields.id, "id");
+  EXPECT_EQ(set.examples[0].text_a, "Commas, inside");
+  EXPECT_EQ(set.examples[0].location, "in:2");
+  EXPECT_EQ(set.examples[1].text_a, "He said \"no\"");
+  EXPECT_EQ(set.examples[1].label, "neg");
+  // Line breaks inside quotes are kept as written.
+  EXPECT_EQ(set.examples[2].text_a, "two\r\nlines\nthree");
+  EXPECT_EQ(set.examples[2].location, "in:4");
+  EXPECT_EQ(set.examples[3].text_a, "plain text");
+  EXPECT_EQ(set.examples[3].location, "in:7");
+  EXPECT_EQ(set.examples[4].id, "a5");
+  EXPECT_EQ(set.examples[4].text_a, "\"");
+  EXPECT_EQ(set.examples[4].location, "in:8");
+  EXPECT_TRUE(set.problems.empty());
+}
+
+TEST(ReadCsvTest, PairTaskAndEmptyFields) {
+  const std::string csv =
+      "sentence1,sentence2,label\n"
+      "The cat sat.,\"A cat, sitting.\",entailment\n"
+      "It rained.,The sun shone.,contradiction\n"
+      "x,,neutral\n";  // an empty second text is a bad row
+  ReadOptions options;
+  options.bad_rows = BadRowPolicy::kSkip;
+  ExampleSet set = ParseOk(csv, ExampleFormat::kCsv, options);
+  ASSERT_EQ(set.examples.size(), 2u);
+  EXPECT_EQ(set.fields.text_b, "sentence2");
+  EXPECT_EQ(set.examples[0].text_b, "A cat, sitting.");
+  EXPECT_EQ(set.examples[1].label, "contradiction");
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{"in:4: empty text in field 'sentence2'"});
+}
+
+TEST(ReadCsvTest, MalformedRecordsAreBadRowsWithTheirLine) {
+  const std::string csv =
+      "text,label\n"
+      "fine,a\n"
+      "ab\"c,a\n"             // 3: a quote inside an unquoted field
+      "\"quoted\"tail,a\n"    // 4: text after the closing quote
+      "one,two,three\n"       // 5: three fields
+      "\n"                    // 6: empty line
+      "\"multi\nline\",b\n";  // 7-8: fine
+  ReadOptions options;
+  options.bad_rows = BadRowPolicy::kSkip;
+  ExampleSet set = ParseOk(csv, ExampleFormat::kCsv, options);
+  ASSERT_EQ(set.examples.size(), 2u);
+  EXPECT_EQ(set.examples[1].location, "in:7");
+  EXPECT_EQ(set.examples[1].id, "5");
+  const std::vector<std::string> expected = {
+      "in:3: a quote inside unquoted field 1 (quote the whole field and write "
+      "the quote as \"\")",
+      "in:4: text after the closing quote of field 1 (a quote inside a quoted "
+      "field is written \"\")",
+      "in:5: expected 2 comma-separated fields (as the header), found 3",
+      "in:6: empty line",
+  };
+  EXPECT_EQ(set.problems, expected);
+}
+
+TEST(ReadCsvTest, UnterminatedQuoteAndLimitsAreErrorsWithTheLine) {
+  auto open = ParseExamples("text,label\nok,a\n\"never closed,a\nmore,b\n",
+                            "u.csv", ExampleFormat::kCsv, {});
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("u.csv:3: unterminated quoted field"),
+            std::string::npos)
+      << open.status();
+  // Even with bad_rows: skip (the rest of the file cannot be delimited).
+  ReadOptions skip;
+  skip.bad_rows = BadRowPolicy::kSkip;
+  EXPECT_FALSE(
+      ParseExamples("text,label\n\"x,a\n", "u.csv", ExampleFormat::kCsv, skip)
+          .ok());
+
+  ReadOptions small;
+  small.max_csv_field_bytes = 8;
+  small.max_csv_record_bytes = 12;
+  auto field = ParseExamples("text,label\nshort,a\n\"123456789\",a\n", "l.csv",
+                             ExampleFormat::kCsv, small);
+  ASSERT_FALSE(field.ok());
+  EXPECT_NE(
+      field.status().message().find("l.csv:3: a field longer than 8 bytes"),
+      std::string::npos)
+      << field.status();
+  auto record = ParseExamples("text,label\n1234567,1234567\n", "l.csv",
+                              ExampleFormat::kCsv, small);
+  ASSERT_FALSE(record.ok());
+  EXPECT_NE(
+      record.status().message().find("l.csv:2: a record longer than 12 bytes"),
+      std::string::npos)
+      << record.status();
+  auto empty = ParseExamples("", "e.csv", ExampleFormat::kCsv, {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("e.csv: empty file"),
+            std::string::npos);
+}
+
+// The finetune.*_column keys rename the columns of every format; a column
+// that is not there is an error naming the file, the header line and it.
+TEST(ReadOptionsFromConfigTest, ColumnRenamesOnTsvCsvAndJsonl) {
+  auto config = ParseConfig(
+      "", "c.yaml",
+      {"finetune.text_column=review", "finetune.text_b_column=title",
+       "finetune.label_column=stars", "finetune.id_column=rid"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto options =
+      ReadOptionsFromConfig(config->finetune, TaskKind::kClassification);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const ExampleSet tsv = ParseOk(
+      "rid\ttitle\treview\tstars\tsentence\tlabel\n"
+      "r1\tGood\tI liked it\t5\tignored\t0\n",
+      ExampleFormat::kTsv, *options);
+  const ExampleSet csv =
+      ParseOk("stars,review,title,rid\n5,I liked it,Good,r1\n",
+              ExampleFormat::kCsv, *options);
+  const ExampleSet jsonl = ParseOk(
+      "{\"review\": \"I liked it\", \"title\": \"Good\", \"stars\": 5, "
+      "\"rid\": \"r1\", \"label\": \"0\"}\n",
+      ExampleFormat::kJsonl, *options);
+  for (const ExampleSet* set : {&tsv, &csv, &jsonl}) {
+    ASSERT_EQ(set->examples.size(), 1u);
+    EXPECT_EQ(set->examples[0].text_a, "I liked it");
+    EXPECT_EQ(set->examples[0].text_b, "Good");
+    EXPECT_EQ(set->examples[0].label, "5");
+    EXPECT_EQ(set->examples[0].id, "r1");
+  }
+
+  auto missing = ParseExamples("review\tscore\nok\t1\n", "m.tsv",
+                               ExampleFormat::kTsv, *options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(
+                "m.tsv:1 (header): no field 'title' among [review, score]"),
+            std::string::npos)
+      << missing.status();
+  auto csv_missing = ParseExamples("review,title,rid\nok,t,1\n", "m.csv",
+                                   ExampleFormat::kCsv, *options);
+  ASSERT_FALSE(csv_missing.ok());
+  EXPECT_NE(csv_missing.status().message().find(
+                "m.csv:1 (header): no label field 'stars'"),
+            std::string::npos)
+      << csv_missing.status();
+  // JSON Lines: a later object without the column is a bad row at its line.
+  auto json_missing = ParseExamples(
+      "{\"review\": \"a\", \"title\": \"b\", \"stars\": 1, \"rid\": \"x\"}\n"
+      "{\"review\": \"a\", \"stars\": 1, \"rid\": \"y\"}\n",
+      "m.jsonl", ExampleFormat::kJsonl, *options);
+  ASSERT_FALSE(json_missing.ok());
+  EXPECT_NE(
+      json_missing.status().message().find("m.jsonl:2: missing field 'title'"),
+      std::string::npos)
+      << json_missing.status();
+
+  // Only the first text named: a single-text task, even where a pair
+  // would be detected.
+  auto single = ParseConfig("", "c.yaml", {"finetune.text_column=sentence1"});
+  ASSERT_TRUE(single.ok());
+  options = ReadOptionsFromConfig(single->finetune, TaskKind::kClassification);
+  ASSERT_TRUE(options.ok());
+  const ExampleSet one = ParseOk("sentence1,sentence2,label\na,b,0\n",
+                                 ExampleFormat::kCsv, *options);
+  ASSERT_EQ(one.examples.size(), 1u);
+  EXPECT_EQ(one.examples[0].text_b, "");
 }
 
 TEST(LabelSetTest, SortedNumericallyOrByBytes) {

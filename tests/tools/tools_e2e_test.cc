@@ -23,6 +23,18 @@ using testing::RunCommand;
 using testing::SourcePath;
 using testing::ToolPath;
 
+std::vector<std::string> Split(const std::string& text, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : text) {
+    if (c == sep) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> Lines(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> out;
@@ -108,10 +120,32 @@ TEST_F(FinetuneE2ETest, ClassificationBestCheckpointPredictionsAndExport) {
   EXPECT_EQ(config["id2label"]["0"], "learned");
   EXPECT_EQ(config["id2label"]["3"], "romance");
   EXPECT_TRUE(PathExists(run.Join("best/spiece.model")));
-  // One prediction per test row, with the file's header.
+  // best/ carries the run's config (its text rules) as checkpoints do.
+  EXPECT_TRUE(PathExists(run.Join("best/config.yaml")));
+  // One prediction per test row, with the file's header: id, prediction,
+  // then the softmax probability of every class in id order.
   const auto predictions = Lines(run.Join("predictions_test.tsv"));
   EXPECT_EQ(predictions.size(), Lines(Genre("test")).size());
-  EXPECT_EQ(predictions[0], "id\tprediction");
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < config["id2label"].size(); ++i) {
+    labels.push_back(config["id2label"][std::to_string(i)]);
+  }
+  std::string header = "id\tprediction";
+  for (const std::string& label : labels) header += "\tprob_" + label;
+  EXPECT_EQ(predictions[0], header);
+  for (size_t i = 1; i < predictions.size(); ++i) {
+    const std::vector<std::string> cells = Split(predictions[i], '\t');
+    ASSERT_EQ(cells.size(), 2 + labels.size()) << predictions[i];
+    double sum = 0;
+    size_t best_class = 0;
+    for (size_t c = 0; c < labels.size(); ++c) {
+      const double p = std::stod(cells[2 + c]);
+      sum += p;
+      if (p > std::stod(cells[2 + best_class])) best_class = c;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << predictions[i];
+    EXPECT_EQ(cells[1], labels[best_class]) << predictions[i];
+  }
 
   // Export the best model and evaluate the export: the same dev scores.
   r = RunCommand(ToolPath("export") + " --checkpoint " + run.Join("best") +
@@ -261,6 +295,61 @@ TEST_F(FinetuneE2ETest, BadRowsAreNamedAndSkippable) {
   EXPECT_NE(r.output.find("skipped 1 bad rows"), std::string::npos) << r.output;
 }
 
+// Copies directory `from` to `to` (cp -a).
+void CopyTree(const std::string& from, const std::string& to) {
+  ASSERT_EQ(RunCommand("cp -a '" + from + "' '" + to + "'").exit_code, 0);
+}
+
+// A model pretrained uncased (its checkpoint's config.yaml says so) is
+// fine-tuned on lowercased text: "Hello" and "hello" get the same ids, so
+// the same probabilities. Runs without --config (the defaults apply; the
+// model section is --init's), with a CSV input.
+TEST_F(FinetuneE2ETest, UncasedModelGetsLowercasedText) {
+  testing::TempDir tmp;
+  CopyTree(checkpoint_, tmp.Join("uncased"));
+  auto yaml = ReadFile(tmp.Join("uncased/config.yaml"));
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  const size_t at = yaml->find("uncased: false");
+  ASSERT_NE(at, std::string::npos) << *yaml;
+  std::string uncased_yaml = *yaml;
+  uncased_yaml.replace(at, 14, "uncased: true");
+  ASSERT_TRUE(
+      WriteFileAtomic(tmp.Join("uncased/config.yaml"), uncased_yaml).ok());
+  ASSERT_TRUE(WriteFileAtomic(tmp.Join("test.csv"),
+                              "id,sentence\n"
+                              "upper,\"Hello there, Mr. Smith\"\n"
+                              "lower,\"hello there, mr. smith\"\n")
+                  .ok());
+  // The probabilities of the two rows, from a run on `init`.
+  auto probabilities = [&](const std::string& init, const std::string& out) {
+    const CommandResult r = RunCommand(
+        "XLNET_LOG_LEVEL=info " + ToolPath("finetune") +
+        " --task classification --init " + init + " --labels a,b --test " +
+        tmp.Join("test.csv") + " --do_predict --out " + tmp.Join(out) +
+        " --set train.threads=1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto lines = Lines(tmp.Join(out + "/predictions_test.tsv"));
+    EXPECT_EQ(lines.size(), 3u);
+    std::vector<std::string> rows;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const auto cells = Split(lines[i], '\t');
+      rows.push_back(cells.size() == 4 ? cells[2] + " " + cells[3] : "");
+    }
+    return std::make_pair(r.output, rows);
+  };
+  const auto [uncased_log, uncased] =
+      probabilities(tmp.Join("uncased"), "uncased_run");
+  ASSERT_EQ(uncased.size(), 2u);
+  EXPECT_EQ(uncased[0], uncased[1]);
+  EXPECT_NE(uncased_log.find("text rules: uncased=true keep_accents=false"),
+            std::string::npos)
+      << uncased_log;
+  // The cased model tells them apart.
+  const auto [cased_log, cased] = probabilities(checkpoint_, "cased_run");
+  ASSERT_EQ(cased.size(), 2u);
+  EXPECT_NE(cased[0], cased[1]);
+}
+
 TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
   testing::TempDir run;
   {
@@ -271,7 +360,17 @@ TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
       out << lines[i].substr(0, lines[i].rfind('\t')) << "\n";
     }
   }
+  // Without --do_predict an unlabeled --test is an error that says so.
   CommandResult r = RunCommand(Finetune(
+      "classification", "--train " + Genre("train") + " --dev " + Genre("dev") +
+                            " --test " + run.Join("unlabeled.tsv") + " --out " +
+                            run.Join("refused") + " --set train.max_steps=5"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unlabeled.tsv:1 (header): no label field"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("add --do_predict"), std::string::npos) << r.output;
+  r = RunCommand(Finetune(
       "classification", "--train " + Genre("train") + " --dev " + Genre("dev") +
                             " --test " + run.Join("unlabeled.tsv") +
                             " --do_predict --out " + run.Join("run") +
@@ -283,11 +382,6 @@ TEST_F(FinetuneE2ETest, DoPredictOnUnlabeledInput) {
       ReadJsonFile(run.Join("run/eval_results.json"));
   EXPECT_TRUE(results.contains("dev"));
   EXPECT_FALSE(results.contains("test"));
-}
-
-// Copies directory `from` to `to` (cp -a).
-void CopyTree(const std::string& from, const std::string& to) {
-  ASSERT_EQ(RunCommand("cp -a '" + from + "' '" + to + "'").exit_code, 0);
 }
 
 // Every file under `dir` with its bytes (to see that nothing changed), but
