@@ -6,11 +6,13 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "data_pipeline/text.h"
@@ -495,13 +497,21 @@ absl::StatusOr<ExampleSet> ParseJsonl(absl::string_view contents,
       XLNET_RETURN_IF_ERROR(problems.Bad(location, "empty line"));
       continue;
     }
-    Json object = Json::parse(line.text.begin(), line.text.end(), nullptr,
-                              /*allow_exceptions=*/false);
-    if (object.is_discarded()) {
+    // A key given twice ({"label": 0, "label": 1}) is a bad row, not a
+    // silent choice of one of them.
+    absl::StatusOr<Json> parsed =
+        ParseJson(std::string(line.text), location);
+    if (!parsed.ok()) {
+      const bool duplicate =
+          absl::StrContains(parsed.status().message(), "duplicate key");
       XLNET_RETURN_IF_ERROR(problems.Bad(
-          location, "invalid JSON (JSON Lines: one object per line)"));
+          location,
+          duplicate ? std::string(parsed.status().message().substr(
+                          location.size() + 2))
+                    : "invalid JSON (JSON Lines: one object per line)"));
       continue;
     }
+    const Json object = std::move(*parsed);
     if (!object.is_object()) {
       XLNET_RETURN_IF_ERROR(problems.Bad(
           location,

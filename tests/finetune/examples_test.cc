@@ -192,7 +192,8 @@ TEST(ReadJsonlTest, BadLines) {
       "{\"label\": \"pos\"}\r\n"
       "{\"text\": 3, \"label\": \"pos\"}\r\n"
       "{\"text\": \"x\", \"label\": 0.5}\r\n"
-      "{\"text\": \"fine\", \"label\": \"neg\"}\r\n";
+      "{\"text\": \"fine\", \"label\": \"neg\"}\r\n"
+      "{\"text\": \"a\", \"label\": \"pos\", \"label\": \"neg\"}\r\n";
   ReadOptions options;
   options.bad_rows = BadRowPolicy::kSkip;
   ExampleSet set = ParseOk(jsonl, ExampleFormat::kJsonl, options);
@@ -206,6 +207,7 @@ TEST(ReadJsonlTest, BadLines) {
       "in:4: missing field 'text'",
       "in:5: field 'text' must be a string, found number",
       "in:6: field 'label' must be a string or an integer, found number",
+      "in:8: duplicate key 'label'",
   };
   EXPECT_EQ(set.problems, expected);
 }
