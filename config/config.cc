@@ -101,6 +101,7 @@ void VisitTrain(S& c, V& v) {
   v("grad_accum_steps", c.grad_accum_steps);
   v("save_steps", c.save_steps);
   v("log_steps", c.log_steps);
+  v("tensorboard", c.tensorboard);
   v("eval_steps", c.eval_steps);
   v("eval_batches", c.eval_batches);
   v("keep_checkpoints", c.keep_checkpoints);

@@ -163,6 +163,9 @@ struct TrainConfig {
   int64_t save_steps = 1000;
   // Log a progress line and metrics every N steps.
   int64_t log_steps = 10;
+  // Rank 0 also writes the logged metrics (and the config as text) as
+  // TensorBoard events under RUN/tb/ (a new events file per run/resume).
+  bool tensorboard = true;
   // Evaluate on held-out data every N steps; 0 disables.
   int64_t eval_steps = 0;
   // Batches per evaluation.

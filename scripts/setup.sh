@@ -19,6 +19,7 @@ PACKAGES=(
   libopenblas0-openmp        # fast BLAS for LibTorch (5-11x the reference BLAS)
   python3-matplotlib         # xlnet-plot (tools/xlnet_plot.py): loss curves to PNG
   python3-torch              # torchrun (PyTorch 1.13) for the launch tests (tests/train/launch_e2e_test.cc)
+  python3-protobuf           # tests/train/read_tfevents.py: the independent reader of TensorBoard event files
 )
 
 missing=()

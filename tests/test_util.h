@@ -122,6 +122,55 @@ inline std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
   return out;
 }
 
+// A python3 that imports google.protobuf (python3-protobuf), for
+// tests/train/read_tfevents.py; "" when there is none.
+inline std::string PythonWithProtobuf() {
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    const std::string cmd = std::string(py) + " -c 'import google.protobuf'";
+    if (RunCommand(cmd).exit_code == 0) return py;
+  }
+  return "";
+}
+
+// Declares `python` = PythonWithProtobuf(), skipping the test when empty.
+#define XLNET_PYTHON_PROTOBUF_OR_SKIP(python)                             \
+  const std::string python = ::xlnet::testing::PythonWithProtobuf();      \
+  if (python.empty()) {                                                   \
+    GTEST_SKIP() << "needs python3 with google.protobuf (Debian: "        \
+                    "python3-protobuf) for tests/train/read_tfevents.py"; \
+  }                                                                       \
+  (void)0
+
+// The events of every RUN/tb/events.out.tfevents.* file (in name order),
+// as tests/train/read_tfevents.py prints them (it checks both CRCs of each
+// record); a test failure and null when the reader fails.
+inline nlohmann::json ReadTfEvents(const std::string& python,
+                                   const std::string& tb_dir) {
+  const CommandResult r =
+      RunCommand(python + " " + SourcePath("tests/train/read_tfevents.py") +
+                 " $(ls -d '" + tb_dir + "'/events.out.tfevents.* | sort)");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (r.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(r.output, nullptr, false);
+}
+
+// The simple_value of every scalar `tag` in `events`, with its step.
+inline std::vector<std::pair<int64_t, double>> TfScalars(
+    const nlohmann::json& events, const std::string& tag) {
+  std::vector<std::pair<int64_t, double>> out;
+  if (!events.is_array()) return out;
+  for (const auto& e : events) {
+    if (!e.contains("values")) continue;
+    for (const auto& v : e["values"]) {
+      if (v["tag"] == tag && v.contains("simple_value")) {
+        out.emplace_back(e["step"].get<int64_t>(),
+                         v["simple_value"].get<double>());
+      }
+    }
+  }
+  return out;
+}
+
 // The logged training losses of RUN/metrics.jsonl, in order.
 inline std::vector<double> LoggedLosses(const std::string& run_dir) {
   std::vector<double> out;

@@ -198,9 +198,9 @@ absl::Status CheckAndPrepare(const RunDirOptions& o) {
 }  // namespace
 
 const std::vector<std::string>& RunEntries() {
-  static const auto* entries =
-      new std::vector<std::string>{"config.yaml", "metrics.jsonl",
-                                   "checkpoints", "best", "eval_results.json"};
+  static const auto* entries = new std::vector<std::string>{
+      "config.yaml", "metrics.jsonl",     "checkpoints",
+      "best",        "eval_results.json", "tb"};
   return *entries;
 }
 

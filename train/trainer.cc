@@ -182,6 +182,17 @@ absl::Status Trainer::AppendMetrics(const std::string& line) {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::TensorBoardScalars(const nlohmann::json& line,
+                                         const std::string& prefix) {
+  if (!tb_) return absl::OkStatus();
+  for (const auto& item : line.items()) {
+    if (item.key() == "step" || !item.value().is_number()) continue;
+    XLNET_RETURN_IF_ERROR(
+        tb_->Scalar(step_, prefix + item.key(), item.value().get<double>()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
   // A run that died after its last checkpoint logged steps that the resumed
   // run repeats; drop them so metrics.jsonl has each step once.
@@ -288,12 +299,15 @@ absl::Status Trainer::EvaluateAndKeepBest() {
   evaluated_step_ = step_;
   if (eval.empty()) return absl::OkStatus();
   nlohmann::json line = {{"step", step_}};
+  nlohmann::json tb_line;
   std::string text;
   for (const auto& [k, v] : eval) {
     line["eval_" + k] = v;
+    tb_line[k] = v;
     absl::StrAppend(&text, " eval_", k, " ", absl::StrFormat("%.4f", v));
   }
   XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+  XLNET_RETURN_IF_ERROR(TensorBoardScalars(tb_line, "eval/"));
   if (rank() == 0) XLOG(INFO) << "step " << step_ << ":" << text;
   if (options_.best_metric.empty()) return absl::OkStatus();
   auto it = eval.find(options_.best_metric);
@@ -570,6 +584,7 @@ absl::Status Trainer::Log(const StepRecord& r) {
   if (skipped_ > 0) line["skipped_steps"] = skipped_;
   if (scaler_) line["loss_scale"] = scaler_->scale();
   XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
+  XLNET_RETURN_IF_ERROR(TensorBoardScalars(line, "train/"));
   if (options_.progress && rank() == 0) {
     XLOG(INFO) << absl::StrFormat(
         "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | ETA %s",
@@ -583,6 +598,11 @@ absl::Status Trainer::Log(const StepRecord& r) {
 absl::StatusOr<TrainResult> Trainer::Run() {
   const TrainConfig& train = options_.train;
   XLNET_RETURN_IF_ERROR(Prepare());
+  if (rank() == 0 && train.tensorboard) {
+    // A new events file per run or resume; TensorBoard merges RUN/tb/.
+    XLNET_ASSIGN_OR_RETURN(tb_, TbWriter::Open(options_.run_dir + "/tb"));
+    XLNET_RETURN_IF_ERROR(tb_->Text(step_, "config", options_.config_yaml));
+  }
   TrainResult result;
   int64_t last_saved = -1;
   run_start_ = std::chrono::steady_clock::now();

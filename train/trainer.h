@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "model_io/checkpoint_manager.h"
 #include "train/distributed.h"
 #include "train/optimizer.h"
+#include "train/tb_writer.h"
 
 namespace xlnet {
 
@@ -196,6 +198,10 @@ class Trainer {
   absl::Status SaveBest(const std::map<std::string, double>& eval);
   absl::Status Save(int64_t step);
   absl::Status AppendMetrics(const std::string& json_line);
+  // Rank 0 with train.tensorboard: every number of `line` but "step" as a
+  // scalar named prefix + key at the current step.
+  absl::Status TensorBoardScalars(const nlohmann::json& line,
+                                  const std::string& prefix);
   absl::Status TruncateMetricsAfter(int64_t step);
   int rank() const;
   int world_size() const;
@@ -207,6 +213,8 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradientReducer> reducer_;
   CheckpointManager checkpoints_;
+  // RUN/tb/'s events file of this run (rank 0, train.tensorboard).
+  std::unique_ptr<TbWriter> tb_;
   std::optional<LossScaler> scaler_;
   int64_t step_ = 0;
   int64_t skipped_ = 0;

@@ -32,6 +32,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->model.vocab_size, 32000);
   EXPECT_EQ(config->train.dtype, "fp32");
+  EXPECT_TRUE(config->train.tensorboard);
   // model.reuse_len and model.bi_data (config.json keys) follow data.*.
   EXPECT_EQ(config->model.reuse_len, config->data.reuse_len);
   EXPECT_EQ(config->model.bi_data, config->data.bi_data);
@@ -57,6 +58,7 @@ data:
 train:
   lr: 3e-4
   device: "cuda:1"
+  tensorboard: false
 )",
                             "t.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -70,6 +72,7 @@ train:
   EXPECT_EQ(config->model.id2label.size(), 3u);
   EXPECT_DOUBLE_EQ(config->train.lr, 3e-4);
   EXPECT_EQ(config->train.device, "cuda:1");
+  EXPECT_FALSE(config->train.tensorboard);
 }
 
 TEST(ConfigTest, UnknownKeyNamesFileLineAndSuggestion) {
@@ -231,7 +234,7 @@ TEST(ConfigTest, YamlRoundTrip) {
   auto config = ParseConfig(
       "model:\n  dropout: 0.3\n  id2label: [a, b]\ndata:\n  seq_len: 28\n"
       "  reuse_len: 7\n  perm_size: 7\n  num_predict: 5\ntrain:\n  lr: "
-      "0.00025\n",
+      "0.00025\n  tensorboard: false\n",
       "rt.yaml");
   ASSERT_TRUE(config.ok());
   const std::string yaml = ConfigToYaml(*config);
@@ -241,6 +244,7 @@ TEST(ConfigTest, YamlRoundTrip) {
   EXPECT_DOUBLE_EQ(again->model.dropout, 0.3);
   EXPECT_EQ(again->model.reuse_len, 7);
   EXPECT_DOUBLE_EQ(again->train.lr, 0.00025);
+  EXPECT_FALSE(again->train.tensorboard);
   EXPECT_EQ(again->model.id2label, (std::vector<std::string>{"a", "b"}));
 }
 

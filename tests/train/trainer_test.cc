@@ -154,6 +154,73 @@ TEST(TrainerTest, LossFallsAndFilesAppear) {
       PathExists(tmp.Join("checkpoints/step_20/data.rank0.safetensors")));
 }
 
+// RUN/tb/ holds the numbers of metrics.jsonl (as floats) and the config;
+// a resumed run adds a second events file and the two together have every
+// step once up to the crash point.
+TEST(TrainerTest, TensorBoardEventsMatchMetrics) {
+  XLNET_PYTHON_PROTOBUF_OR_SKIP(python);
+  testing::TempDir tmp;
+  {
+    RegressionUnit unit(8);
+    TrainerOptions options = Options(tmp.path(), 8);
+    ASSERT_TRUE(Trainer(options, &unit, nullptr).Run().ok());
+  }
+  {
+    RegressionUnit unit(8);
+    TrainerOptions options = Options(tmp.path(), 12);
+    options.resume = "latest";
+    ASSERT_TRUE(Trainer(options, &unit, nullptr).Run().ok());
+  }
+  const auto metrics = ReadMetrics(tmp.path());
+  const nlohmann::json events = testing::ReadTfEvents(python, tmp.Join("tb"));
+  ASSERT_TRUE(events.is_array());
+  int versions = 0;
+  int configs = 0;
+  for (const auto& e : events) {
+    versions += e.contains("file_version");
+    if (e.contains("values") && e["values"][0]["tag"] == "config") {
+      ++configs;
+      EXPECT_EQ(e["values"][0]["text"][0], "train:\n  lr: 0.05\n");
+      EXPECT_EQ(e["values"][0]["plugin"], "text");
+    }
+  }
+  EXPECT_EQ(versions, 2);
+  EXPECT_EQ(configs, 2);
+  for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_sec"}) {
+    std::vector<std::pair<int64_t, double>> expected;
+    for (const auto& m : metrics) {
+      if (m.contains(key)) {
+        expected.emplace_back(
+            m["step"].get<int64_t>(),
+            static_cast<double>(static_cast<float>(m[key].get<double>())));
+      }
+    }
+    ASSERT_EQ(expected.size(), 12u) << key;
+    EXPECT_EQ(testing::TfScalars(events, std::string("train/") + key), expected)
+        << key;
+  }
+  std::vector<std::pair<int64_t, double>> eval_expected;
+  for (const auto& m : metrics) {
+    if (m.contains("eval_loss")) {
+      eval_expected.emplace_back(m["step"].get<int64_t>(),
+                                 static_cast<double>(static_cast<float>(
+                                     m["eval_loss"].get<double>())));
+    }
+  }
+  EXPECT_EQ(eval_expected.size(), 2u);
+  EXPECT_EQ(testing::TfScalars(events, "eval/loss"), eval_expected);
+}
+
+TEST(TrainerTest, TensorBoardOff) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 2);
+  options.train.tensorboard = false;
+  ASSERT_TRUE(Trainer(options, &unit, nullptr).Run().ok());
+  EXPECT_FALSE(PathExists(tmp.Join("tb")));
+  EXPECT_TRUE(PathExists(tmp.Join("metrics.jsonl")));
+}
+
 TEST(TrainerTest, KeepsTheBestEvaluationAndExtraFiles) {
   testing::TempDir tmp;
   RegressionUnit unit(8);
