@@ -107,6 +107,7 @@ class Sampler {
   int64_t stream_length() const { return stream_length_; }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   const Corpus& corpus() const { return corpus_; }
+  const ShardSet& shards() const { return *shards_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const SamplerOptions& options() const { return options_; }
 

@@ -13,22 +13,10 @@
 #include "data_pipeline/data_commands.h"
 #include "data_pipeline/plm_sample.h"
 #include "tests/data_pipeline/data_test_env.h"
+#include "tests/data_pipeline/sampler_test_util.h"
 
 namespace xlnet::data::testing {
 namespace {
-
-DataConfig TinyData() {
-  DataConfig d;
-  d.seq_len = 64;
-  d.reuse_len = 32;
-  d.perm_size = 16;
-  d.num_predict = 10;
-  d.bi_data = false;
-  d.eval_fraction = 0.05;
-  d.prefetch_batches = 2;
-  d.loader_threads = 2;
-  return d;
-}
 
 std::unique_ptr<Sampler> MakeSampler(const DataConfig& d, int64_t batch,
                                      int rank = 0, int world = 1,
@@ -44,15 +32,6 @@ std::unique_ptr<Sampler> MakeSampler(const DataConfig& d, int64_t batch,
   auto s = Sampler::Create(DataDir(), o);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(s).value() : nullptr;
-}
-
-void ExpectBatchesEqual(const PlmBatch& a, const PlmBatch& b) {
-  const auto na = a.Named();
-  const auto nb = b.Named();
-  ASSERT_EQ(na.size(), nb.size());
-  for (size_t i = 0; i < na.size(); ++i) {
-    EXPECT_TRUE(torch::equal(na[i].second, nb[i].second)) << na[i].first;
-  }
 }
 
 // Checks every property of sample k of `batch`.

@@ -1,0 +1,107 @@
+// Blending several prepared corpora by weight (#17).
+//
+//   std::vector<BlendSource> sources = {{"wiki_dir", 0.75, "wiki"},
+//                                       {"books_dir", 0.25, "books"}};
+//   XLNET_ASSIGN_OR_RETURN(auto blend,
+//       BlendSampler::Create(sources, sampler_options, /*block_steps=*/100));
+//   PlmBatch batch = blend->Next();
+//
+// Each source is a Sampler of its own (its own corpus, streams and epochs).
+// Time is cut into blocks of `block_steps` steps. For global row r and block
+// b a weighted draw seeded by (seed, stream of r, b) picks the source; inside
+// the block the row reads that source's stream contiguously, so the memory
+// stays meaningful except where a block switches source. The row's step in
+// source s at global step t is
+//   block_steps * (blocks of r before b assigned to s) + t mod block_steps,
+// so a source's stream only advances while the row reads it, and a source
+// wraps into its next epoch when its own stream runs out. A forward row and
+// its bi_data backward row share the draw (they read the same stream).
+// With one source every draw returns it and the source step equals t: the
+// batches are exactly those of the single-directory Sampler.
+//
+// Content depends only on (seed, row, step), so rank slicing and exact
+// resume work as for Sampler; the fingerprint covers every source's
+// fingerprint, the weights, names and block size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data_pipeline/sampler.h"
+
+namespace xlnet::data {
+
+// One corpus of a blend.
+struct BlendSource {
+  // Directory made by `xlnet-data prepare`.
+  std::string path;
+  // Relative weight, > 0 (normalised over the sources).
+  double weight = 1.0;
+  // Name in metrics and errors; empty = the directory's basename.
+  std::string name;
+};
+
+class BlendSampler {
+ public:
+  // Opens every source with `options` (its prefetching is not used: batches
+  // are built inside Next()). All sources must share the tokenizer (manifest
+  // hash) and text rules; the error names the source that differs.
+  static absl::StatusOr<std::unique_ptr<BlendSampler>> Create(
+      std::vector<BlendSource> sources, const SamplerOptions& options,
+      int64_t block_steps);
+
+  PlmBatch Next();
+  SamplerState State() const;
+  absl::Status Restore(const SamplerState& state);
+
+  // The batch of `step` for the given global rows. Thread-safe.
+  PlmBatch BuildBatch(int64_t step, const std::vector<int64_t>& rows) const;
+  // The source global `row` reads at `step`, and its step inside that
+  // source (what that source's Sampler would be asked for).
+  int SourceOf(int64_t step, int64_t row, int64_t* source_step) const;
+  // Tokens each source contributed to the global batch over steps
+  // [0, steps): row-steps read from the source times seq_len (every row
+  // of every step is one seq_len-token sample). Exact for any `steps`.
+  std::vector<int64_t> TokensConsumed(int64_t steps) const;
+
+  const std::vector<BlendSource>& sources() const { return sources_; }
+  const Sampler& source(int i) const { return *samplers_[i]; }
+  const std::vector<int64_t>& local_rows() const {
+    return samplers_[0]->local_rows();
+  }
+  int64_t block_steps() const { return block_steps_; }
+
+ private:
+  BlendSampler() = default;
+  // The source stream `stream` reads in `block`.
+  int Draw(int64_t stream, int64_t block) const;
+  // Blocks of `stream` before `block` assigned to each source (exact).
+  std::vector<int64_t> BlockCounts(int64_t stream, int64_t block) const;
+
+  // Prefix counts are memoised every kCheckpointBlocks blocks per stream, so
+  // a lookup redoes at most kCheckpointBlocks draws.
+  static constexpr int64_t kCheckpointBlocks = 64;
+
+  std::vector<BlendSource> sources_;
+  std::vector<std::unique_ptr<Sampler>> samplers_;
+  std::vector<double> cumulative_;  // normalised cumulative weights
+  int64_t block_steps_ = 100;
+  int64_t seed_ = 0;
+  int64_t num_streams_ = 0;
+  int64_t batch_size_ = 0;
+  int64_t seq_len_ = 0;
+  std::string fingerprint_;
+
+  mutable std::mutex memo_mu_;
+  // memo_[stream][c]: per-source counts of blocks [0, c * kCheckpointBlocks).
+  mutable std::vector<std::vector<std::vector<int64_t>>> memo_;
+
+  mutable std::mutex mu_;
+  int64_t next_step_ = 0;
+};
+
+}  // namespace xlnet::data
