@@ -121,6 +121,32 @@ TEST(FinetuneTextRulesTest, WithoutConfigYamlTheRunConfigDecides) {
   EXPECT_FALSE(torch::equal(unset[0], unset[1]));
 }
 
+// A HuggingFace directory (e.g. from xlnet-export) states its casing in
+// tokenizer_config.json; it decides when there is no config.yaml.
+TEST(FinetuneTextRulesTest, HfTokenizerConfigDecidesWithoutConfigYaml) {
+  xlnet::testing::TempDir tmp;
+  WriteInitDir(tmp.path(), nullptr);
+  ASSERT_TRUE(WriteFileAtomic(tmp.Join("tokenizer_config.json"),
+                              R"({"tokenizer_class": "XLNetTokenizer",
+                                  "do_lower_case": true,
+                                  "keep_accents": false})")
+                  .ok());
+  auto config = LoadFinetuneConfig("", {"data.uncased=false"}, tmp.path());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->data.uncased);
+  const auto ids = EncodeBothCases(tmp.path(), {});
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_TRUE(torch::equal(ids[0], ids[1]));
+  ASSERT_TRUE(WriteFileAtomic(tmp.Join("tokenizer_config.json"),
+                              R"({"do_lower_case": "yes"})")
+                  .ok());
+  auto bad = LoadFinetuneConfig("", {}, tmp.path());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("do_lower_case must be true or false"),
+            std::string::npos)
+      << bad.status();
+}
+
 TEST(FinetuneTextRulesTest, BadInitConfigYamlIsAnErrorNamingIt) {
   xlnet::testing::TempDir tmp;
   WriteInitDir(tmp.path(), nullptr);
