@@ -12,7 +12,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
-#include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "config/config.h"
@@ -299,34 +298,25 @@ absl::StatusOr<Config> LoadFinetuneConfig(
     data.uncased = model_data.uncased;
     data.keep_accents = model_data.keep_accents;
     rules_source = init_yaml;
-  } else if (const std::string tok_json =
-                 absl::StrCat(init_dir, "/tokenizer_config.json");
-             PathExists(tok_json)) {
+  } else {
     // A HuggingFace directory (ours from xlnet-export included) records the
     // rules as XLNetTokenizer's do_lower_case / keep_accents.
-    XLNET_ASSIGN_OR_RETURN(const std::string text,
-                           ReadFile(tok_json, uint64_t{1} << 20));
-    XLNET_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, tok_json));
-    DataConfig model_data = data;
-    for (const auto& [key, field] :
-         {std::pair<const char*, bool*>{"do_lower_case", &model_data.uncased},
-          {"keep_accents", &model_data.keep_accents}}) {
-      if (!j.is_object() || !j.contains(key)) continue;
-      if (!j[key].is_boolean()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            tok_json, ": ", key, " must be true or false, got ", j[key].dump()));
+    XLNET_ASSIGN_OR_RETURN(std::optional<HfTokenizerConfig> tok,
+                           ReadTokenizerConfig(init_dir));
+    if (tok) {
+      DataConfig model_data = data;
+      model_data.uncased = tok->do_lower_case;
+      model_data.keep_accents = tok->keep_accents;
+      if (model_data.uncased != data.uncased ||
+          model_data.keep_accents != data.keep_accents) {
+        XLOG(WARNING) << "the run config's data " << rules_text(data)
+                      << " is not used: " << tok->path << " says "
+                      << rules_text(model_data);
       }
-      *field = j[key].get<bool>();
+      data.uncased = model_data.uncased;
+      data.keep_accents = model_data.keep_accents;
+      rules_source = tok->path;
     }
-    if (model_data.uncased != data.uncased ||
-        model_data.keep_accents != data.keep_accents) {
-      XLOG(WARNING) << "the run config's data " << rules_text(data)
-                    << " is not used: " << tok_json << " says "
-                    << rules_text(model_data);
-    }
-    data.uncased = model_data.uncased;
-    data.keep_accents = model_data.keep_accents;
-    rules_source = tok_json;
   }
   XLOG(INFO) << "text rules: " << rules_text(data) << " (from " << rules_source
              << ")";

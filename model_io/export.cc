@@ -246,31 +246,15 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
     XLNET_ASSIGN_OR_RETURN(run.config_text,
                            ReadFile(*path, kMaxConfigFileBytes));
     XLNET_ASSIGN_OR_RETURN(run.config, ParseConfig(run.config_text, *path));
-  } else if (const std::string path =
-                 absl::StrCat(dir, "/", kTokenizerConfigFile);
-             PathExists(path)) {
-    XLNET_ASSIGN_OR_RETURN(const nlohmann::json j, ReadJsonFile(path));
-    if (!j.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": expected a JSON object"));
+  } else {
+    XLNET_ASSIGN_OR_RETURN(std::optional<HfTokenizerConfig> tok,
+                           ReadTokenizerConfig(dir));
+    if (tok) {
+      run.tokenizer_config_path = tok->path;
+      run.do_lower_case = tok->do_lower_case;
+      run.keep_accents = tok->keep_accents;
+      run.model_max_length = tok->model_max_length;
     }
-    // Absent keys are XLNetTokenizer's defaults (false), as transformers
-    // reads them.
-    for (const auto& [key, value] :
-         {std::pair<const char*, bool*>{"do_lower_case", &run.do_lower_case},
-          {"keep_accents", &run.keep_accents}}) {
-      if (!j.contains(key)) continue;
-      if (!j[key].is_boolean()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": ", key, " must be true or false"));
-      }
-      *value = j[key].get<bool>();
-    }
-    if (j.contains("model_max_length") &&
-        j["model_max_length"].is_number_integer()) {
-      run.model_max_length = j["model_max_length"].get<int64_t>();
-    }
-    run.tokenizer_config_path = path;
   }
   std::vector<std::string> unused;
   if (auto path = FindUp(dir, std::string("best/") + kBestStateFile, &unused)) {

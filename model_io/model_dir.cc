@@ -256,4 +256,33 @@ absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
   return root;
 }
 
+absl::StatusOr<std::optional<HfTokenizerConfig>> ReadTokenizerConfig(
+    const std::string& dir) {
+  HfTokenizerConfig out;
+  out.path = absl::StrCat(dir, "/tokenizer_config.json");
+  if (!PathExists(out.path)) return std::nullopt;
+  XLNET_ASSIGN_OR_RETURN(const std::string text,
+                         ReadFile(out.path, kMaxConfigFileBytes));
+  XLNET_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, out.path));
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(out.path, ": expected a JSON object"));
+  }
+  for (const auto& [key, value] :
+       {std::pair<const char*, bool*>{"do_lower_case", &out.do_lower_case},
+        {"keep_accents", &out.keep_accents}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(out.path, ": ", key, " must be true or false"));
+    }
+    *value = j[key].get<bool>();
+  }
+  if (j.contains("model_max_length") &&
+      j["model_max_length"].is_number_integer()) {
+    out.model_max_length = j["model_max_length"].get<int64_t>();
+  }
+  return out;
+}
+
 }  // namespace xlnet

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,5 +101,20 @@ absl::Status WriteStateJson(const std::string& path, const std::string& kind,
 absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
                                              const std::string& kind,
                                              int max_version);
+
+// What an HF directory's tokenizer_config.json says about text rules.
+struct HfTokenizerConfig {
+  std::string path;
+  // XLNetTokenizer's do_lower_case / keep_accents; an absent key is false,
+  // as transformers reads it.
+  bool do_lower_case = false;
+  bool keep_accents = false;
+  std::optional<int64_t> model_max_length;
+};
+
+// DIR/tokenizer_config.json, or nullopt when DIR has none. A value of the
+// wrong type is an error naming the file and key.
+absl::StatusOr<std::optional<HfTokenizerConfig>> ReadTokenizerConfig(
+    const std::string& dir);
 
 }  // namespace xlnet
