@@ -7,6 +7,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -104,6 +105,8 @@ void VisitTrain(S& c, V& v) {
   v("tensorboard", c.tensorboard);
   v("eval_steps", c.eval_steps);
   v("eval_batches", c.eval_batches);
+  v("patience", c.patience);
+  v("patience_min_delta", c.patience_min_delta);
   v("keep_checkpoints", c.keep_checkpoints);
   v("device", c.device);
   v("dtype", c.dtype);
@@ -658,6 +661,11 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
   c.Check(t.log_steps >= 1, "log_steps", "must be >= 1" + Got(t.log_steps));
   c.Check(t.eval_steps >= 0, "eval_steps", "must be >= 0");
   c.Check(t.eval_batches >= 1, "eval_batches", "must be >= 1");
+  c.Check(t.patience >= 0, "patience", "must be >= 0 (0 = no early stopping)");
+  c.Check(t.patience == 0 || t.eval_steps > 0, "patience",
+          "needs train.eval_steps > 0 (early stopping counts evaluations)");
+  c.Check(t.patience_min_delta >= 0 && std::isfinite(t.patience_min_delta),
+          "patience_min_delta", "must be a finite number >= 0");
   c.Check(t.keep_checkpoints >= 0, "keep_checkpoints", "must be >= 0");
   c.Check(IsDevice(t.device), "device",
           "must be cpu, cuda or cuda:N (got '" + t.device + "')");

@@ -170,6 +170,13 @@ struct TrainConfig {
   int64_t eval_steps = 0;
   // Batches per evaluation.
   int64_t eval_batches = 10;
+  // Early stopping (fine-tuning; needs eval_steps > 0): stop after this many
+  // evaluations in a row without the best metric (finetune.metric)
+  // improving by more than patience_min_delta; 0 disables.
+  int64_t patience = 0;
+  // How much better than the best so far an evaluation must be to reset the
+  // patience count (in the metric's units).
+  double patience_min_delta = 0.0;
   // Checkpoints kept (oldest removed first); 0 keeps all.
   int64_t keep_checkpoints = 3;
   // "cpu" or "cuda" (or "cuda:N").

@@ -428,7 +428,8 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
     }
     best_dir = result.best_dir;
     if (rank == 0) {
-      XLOG(INFO) << "finished " << result.steps << " steps; "
+      XLOG(INFO) << "finished " << result.steps << " steps"
+                 << (result.early_stopped ? " (early stopping)" : "") << "; "
                  << (best_dir.empty()
                          ? absl::StrCat("last checkpoint ",
                                         result.last_checkpoint)

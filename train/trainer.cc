@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -56,6 +57,9 @@ struct TrainerState {
   int64_t world_size = 1;
   std::optional<double> loss_scale;
   int64_t loss_scale_growth_tracker = 0;
+  // Early stopping's count (absent in checkpoints older than train.patience:
+  // 0).
+  int64_t evals_without_improvement = 0;
 };
 
 // `key` of `state` as an integer >= `min` (`fallback` when absent and not
@@ -117,6 +121,8 @@ absl::StatusOr<TrainerState> ReadTrainerState(const std::string& dir) {
   }
   XLNET_ASSIGN_OR_RETURN(state.loss_scale_growth_tracker,
                          IntField(j, "loss_scale_growth_tracker", path, 0, 0));
+  XLNET_ASSIGN_OR_RETURN(state.evals_without_improvement,
+                         IntField(j, "evals_without_improvement", path, 0, 0));
   return state;
 }
 
@@ -240,7 +246,9 @@ absl::Status Trainer::Save(int64_t step) {
     contents.text_files["config.yaml"] = options_.config_yaml;
     nlohmann::json state = {{"step", step},
                             {"skipped_steps", skipped_},
-                            {"world_size", world_size()}};
+                            {"world_size", world_size()},
+                            {"evals_without_improvement",
+                             evals_without_improvement_}};
     if (scaler_) {
       state["loss_scale"] = scaler_->scale();
       state["loss_scale_growth_tracker"] = scaler_->growth_tracker();
@@ -266,6 +274,7 @@ absl::Status Trainer::Restore(const std::string& dir, bool verified) {
   XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
   step_ = state.step;
   skipped_ = state.skipped_steps;
+  evals_without_improvement_ = state.evals_without_improvement;
   if (scaler_ && state.loss_scale) {
     XLNET_RETURN_IF_ERROR(Annotate(
         scaler_->Restore(*state.loss_scale, state.loss_scale_growth_tracker),
@@ -319,10 +328,19 @@ absl::Status Trainer::EvaluateAndKeepBest() {
                      "' is not among the evaluation's metrics:", keys));
   }
   const double value = it->second;
-  const bool better =
-      std::isfinite(value) &&
-      (!best_value_ || (options_.best_lower_is_better ? value < *best_value_
-                                                      : value > *best_value_));
+  // How much `value` improves on the best so far (> 0: better).
+  const double gain =
+      !best_value_ ? std::numeric_limits<double>::infinity()
+                   : (options_.best_lower_is_better ? *best_value_ - value
+                                                    : value - *best_value_);
+  const bool better = std::isfinite(value) && gain > 0;
+  // Early stopping counts evaluations that do not beat the best by more
+  // than patience_min_delta (HF's early_stopping_threshold).
+  if (std::isfinite(value) && gain > options_.train.patience_min_delta) {
+    evals_without_improvement_ = 0;
+  } else {
+    ++evals_without_improvement_;
+  }
   if (!better) return absl::OkStatus();
   best_value_ = value;
   if (rank() == 0) XLNET_RETURN_IF_ERROR(SaveBest(eval));
@@ -356,6 +374,12 @@ absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
 }
 
 absl::Status Trainer::Prepare() {
+  if (options_.train.patience > 0 && options_.best_metric.empty()) {
+    return absl::InvalidArgumentError(
+        "train.patience: early stopping watches the metric that picks "
+        "RUN/best (finetune.metric: fine-tuning with a dev set); this run has "
+        "none");
+  }
   XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
   if (rank() == 0) {
     XLNET_RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.yaml",
@@ -622,7 +646,20 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     result.last_checkpoint = checkpoints_.StepDir(step_);
     return result;
   }
-  while (step_ < train.max_steps) {
+  if (train.patience > 0 && evals_without_improvement_ >= train.patience) {
+    // Resuming a run that stopped early (e.g. a requeued job): nothing more
+    // to train with this patience.
+    if (rank() == 0) {
+      XLOG(INFO) << "the run stopped early at step " << step_ << " ("
+                 << evals_without_improvement_
+                 << " evaluations without improvement, train.patience="
+                 << train.patience << "); raise train.patience to go on";
+    }
+    result.early_stopped = true;
+    last_saved = step_;
+    evaluated_step_ = step_;
+  }
+  while (!result.early_stopped && step_ < train.max_steps) {
     XLNET_ASSIGN_OR_RETURN(const StepRecord r, OptimizerStep());
     result.last_loss = r.loss;
     if (options_.on_step) {
@@ -639,6 +676,23 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
       XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
+      // Every rank evaluates the same numbers (TrainUnit::Evaluate), so
+      // every rank takes this branch at the same step.
+      if (train.patience > 0 &&
+          evals_without_improvement_ >= train.patience && step_ < train.max_steps) {
+        if (rank() == 0) {
+          XLOG(INFO) << "early stopping at step " << step_ << ": "
+                     << options_.best_metric << " has not improved by more than "
+                     << train.patience_min_delta << " in "
+                     << evals_without_improvement_
+                     << " evaluations (train.patience=" << train.patience
+                     << ")";
+        }
+        result.early_stopped = true;
+        if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
+        last_saved = step_;
+        break;
+      }
     }
     if (r.stop) {
       XLOG(INFO) << "stop requested: saving at step " << step_;

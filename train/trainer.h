@@ -99,7 +99,8 @@ struct TrainerOptions {
   // When set, a key of TrainUnit::Evaluate() (without the "eval_" prefix):
   // the model of the best evaluation so far is kept as RUN/best/ (a model
   // directory plus best.json), and the run also evaluates after its last
-  // step. Higher is better unless best_lower_is_better.
+  // step. Higher is better unless best_lower_is_better. Needed by
+  // train.patience (early stopping watches this metric).
   std::string best_metric;
   bool best_lower_is_better = false;
   // Dynamic loss scaling (LossScaler). Always on for train.dtype fp16 (with
@@ -129,6 +130,9 @@ struct TrainResult {
   std::string best_dir;
   // The best value of best_metric (when best_dir is set).
   double best_value = 0;
+  // Stopped by train.patience: that many evaluations in a row without the
+  // best metric improving.
+  bool early_stopped = false;
 };
 
 // Installs SIGTERM/SIGINT handlers that ask running trainers to stop after
@@ -193,7 +197,8 @@ class Trainer {
   absl::StatusOr<int64_t> LatestValidStep();
   // Whether a stop was requested on some rank (a collective).
   bool StopRequestedOnAnyRank();
-  // Runs TrainUnit::Evaluate, logs it and updates RUN/best/.
+  // Runs TrainUnit::Evaluate, logs it, updates RUN/best/ and the early
+  // stopping count.
   absl::Status EvaluateAndKeepBest();
   absl::Status SaveBest(const std::map<std::string, double>& eval);
   absl::Status Save(int64_t step);
@@ -220,6 +225,9 @@ class Trainer {
   int64_t skipped_ = 0;
   int64_t evaluated_step_ = -1;
   std::optional<double> best_value_;
+  // Evaluations in a row since best_metric last improved by more than
+  // train.patience_min_delta (saved in trainer_state.json).
+  int64_t evals_without_improvement_ = 0;
   int64_t bad_in_a_row_ = 0;
   int64_t start_step_ = 0;
   std::chrono::steady_clock::time_point run_start_;

@@ -133,6 +133,18 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
             std::string::npos);
   config = ParseConfig("train:\n  device: tpu\n", "r.yaml");
   EXPECT_NE(Message(config.status()).find("train.device"), std::string::npos);
+  // Early stopping counts evaluations: it needs eval_steps.
+  config = ParseConfig("train:\n  patience: 3\n", "r.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "r.yaml:2: train.patience: needs train.eval_steps > 0 (early "
+            "stopping counts evaluations)");
+  config = ParseConfig("train:\n  patience: 3\n  eval_steps: 100\n", "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.patience, 3);
+  config = ParseConfig(
+      "train:\n  eval_steps: 100\n  patience_min_delta: -0.1\n", "r.yaml");
+  EXPECT_NE(Message(config.status()).find("train.patience_min_delta"),
+            std::string::npos);
 }
 
 TEST(ConfigTest, FinetuneInputColumns) {

@@ -75,7 +75,12 @@ class RegressionUnit : public TrainUnit {
     return out;
   }
   std::map<std::string, double> Evaluate() override {
-    return {{"loss", linear_->weight.sub(w_true_).pow(2).sum().item<double>()}};
+    std::map<std::string, double> out = {
+        {"loss", linear_->weight.sub(w_true_).pow(2).sum().item<double>()}};
+    // A scripted metric by step (early-stopping tests).
+    auto it = accuracy_at_step_.find(position_ / micro_batch_);
+    if (it != accuracy_at_step_.end()) out["accuracy"] = it->second;
+    return out;
   }
   absl::Status SaveUnitState(
       int rank, std::map<std::string, NamedTensors>* files) override {
@@ -100,6 +105,7 @@ class RegressionUnit : public TrainUnit {
   // Data positions (after the micro-batch) whose gradients become inf.
   std::set<int64_t> overflow_at_positions_;
   int64_t stop_at_position_ = 0;
+  std::map<int64_t, double> accuracy_at_step_;
   int rank_ = 0;
   int world_ = 1;
 };
@@ -266,6 +272,112 @@ TEST(TrainerTest, KeepsTheBestEvaluationAndExtraFiles) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'accuracy'"), std::string::npos);
   EXPECT_NE(bad.status().message().find("loss"), std::string::npos);
+}
+
+// Evaluations every 5 steps; accuracy 0.5, 0.6, 0.6, 0.605, 0.9, ...: with
+// patience 2 and min delta 0.01 the evaluations at steps 15 and 20 do not
+// count as improvements, so the run stops at step 20 (0.605 still becomes
+// RUN/best: any gain keeps the best model).
+TrainerOptions EarlyStoppingOptions(const std::string& dir) {
+  TrainerOptions options = Options(dir, 50);
+  options.best_metric = "accuracy";
+  options.train.patience = 2;
+  options.train.patience_min_delta = 0.01;
+  return options;
+}
+void ScriptAccuracy(RegressionUnit* unit) {
+  unit->accuracy_at_step_ = {{5, 0.5},  {10, 0.6}, {15, 0.6},
+                             {20, 0.605}, {25, 0.9}, {30, 0.95}};
+}
+std::vector<int64_t> MetricSteps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  for (const auto& m : ReadMetrics(dir)) steps.push_back(m["step"]);
+  return steps;
+}
+
+TEST(TrainerTest, PatienceStopsAfterEvaluationsWithoutImprovement) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  ScriptAccuracy(&unit);
+  auto result = Trainer(EarlyStoppingOptions(tmp.path()), &unit, nullptr).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->early_stopped);
+  EXPECT_FALSE(result->interrupted);
+  EXPECT_EQ(result->steps, 20);
+  EXPECT_DOUBLE_EQ(result->best_value, 0.605);
+  EXPECT_EQ(MetricSteps(tmp.path()).back(), 20);
+  EXPECT_EQ(result->last_checkpoint, tmp.Join("checkpoints/step_20"));
+  auto state = nlohmann::json::parse(
+      *ReadFile(tmp.Join("checkpoints/step_20/trainer_state.json")));
+  EXPECT_EQ(state["evals_without_improvement"], 2);
+
+  // Without the min delta 0.605 and 0.9 are improvements: only step 15
+  // fails to improve, so the run reaches max_steps (30, the script's end).
+  testing::TempDir tmp2;
+  RegressionUnit unit2(8);
+  ScriptAccuracy(&unit2);
+  TrainerOptions options = EarlyStoppingOptions(tmp2.path());
+  options.train.patience_min_delta = 0;
+  options.train.max_steps = 30;
+  auto full = Trainer(options, &unit2, nullptr).Run();
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_FALSE(full->early_stopped);
+  EXPECT_EQ(full->steps, 30);
+  EXPECT_DOUBLE_EQ(full->best_value, 0.95);
+
+  // Early stopping needs the metric that picks RUN/best.
+  testing::TempDir tmp3;
+  RegressionUnit unit3(8);
+  options = EarlyStoppingOptions(tmp3.path());
+  options.best_metric = "";
+  auto bad = Trainer(options, &unit3, nullptr).Run();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("train.patience"), std::string::npos);
+}
+
+TEST(TrainerTest, PatienceCountSurvivesResume) {
+  // Stopped at step 17 (one evaluation without improvement so far), resumed:
+  // the count comes back from trainer_state.json and the run stops at step
+  // 20 as the uninterrupted run does, with the same losses.
+  testing::TempDir full_dir, part_dir;
+  {
+    RegressionUnit full(8);
+    ScriptAccuracy(&full);
+    ASSERT_TRUE(
+        Trainer(EarlyStoppingOptions(full_dir.path()), &full, nullptr).Run().ok());
+  }
+  {
+    RegressionUnit first(8);
+    ScriptAccuracy(&first);
+    first.stop_at_position_ = 17 * 8;
+    auto stopped =
+        Trainer(EarlyStoppingOptions(part_dir.path()), &first, nullptr).Run();
+    ClearStopRequest();
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    ASSERT_TRUE(stopped->interrupted);
+    ASSERT_EQ(stopped->steps, 17);
+  }
+  RegressionUnit resumed(8);
+  ScriptAccuracy(&resumed);
+  TrainerOptions options = EarlyStoppingOptions(part_dir.path());
+  options.resume = "latest";
+  auto result = Trainer(options, &resumed, nullptr).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->early_stopped);
+  EXPECT_EQ(result->steps, 20);
+  EXPECT_EQ(Losses(ReadMetrics(part_dir.path())),
+            Losses(ReadMetrics(full_dir.path())));
+
+  // Resuming the stopped run again (a requeued job) trains nothing more.
+  const std::vector<int64_t> before = MetricSteps(part_dir.path());
+  RegressionUnit again(8);
+  ScriptAccuracy(&again);
+  auto rerun = Trainer(options, &again, nullptr).Run();
+  ASSERT_TRUE(rerun.ok()) << rerun.status();
+  EXPECT_TRUE(rerun->early_stopped);
+  EXPECT_EQ(rerun->steps, 20);
+  EXPECT_EQ(MetricSteps(part_dir.path()), before);
+  EXPECT_TRUE(torch::equal(again.linear_->weight, resumed.linear_->weight));
 }
 
 TEST(TrainerTest, ResumeReproducesUninterruptedRun) {
