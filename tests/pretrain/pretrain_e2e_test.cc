@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -204,6 +205,16 @@ TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
   EXPECT_LE(diff, 1e-6);
 }
 
+// The TensorBoard event files in `dir`.
+std::vector<std::string> TbEventFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("events.out.tfevents.", 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
 // An existing run is never replaced without asking: a plain re-run into its
 // --out is an error naming --resume and --overwrite, and leaves every file
 // as it was; --overwrite starts over.
@@ -229,13 +240,16 @@ TEST_F(PretrainE2ETest, ExistingRunIsNotClobbered) {
   EXPECT_EQ(*ReadFile(run.Join("config.yaml")), config);
   EXPECT_EQ(*ReadFile(run.Join("checkpoints/step_4/model.safetensors")),
             weights);
-  // --overwrite: a new run from step 0 (its 2 steps only; step_4 is gone).
+  ASSERT_EQ(TbEventFiles(run.Join("tb")).size(), 1u);
+  // --overwrite: a new run from step 0 (its 2 steps only; step_4 and the
+  // old run's TensorBoard events are gone).
   r = RunCommand(Command(run.path(),
                          "--set train.max_steps=2 --set train.log_steps=1 "
                          "--overwrite"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(ReadMetrics(run.path()).size(), 2u);
   EXPECT_FALSE(PathExists(run.Join("checkpoints/step_4")));
+  EXPECT_EQ(TbEventFiles(run.Join("tb")).size(), 1u);
   EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_2")).ok());
   // The two ways of starting cannot be combined.
   r = RunCommand(Command(run.path(), "--resume latest --overwrite"));
