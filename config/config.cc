@@ -130,6 +130,7 @@ void VisitFinetune(S& c, V& v) {
   v("id_column", c.id_column);
   v("doc_stride", c.doc_stride);
   v("max_query_length", c.max_query_length);
+  v("max_qa_length", c.max_qa_length);
   v("max_answer_length", c.max_answer_length);
   v("n_best_size", c.n_best_size);
   v("null_score_threshold", c.null_score_threshold);
@@ -698,6 +699,7 @@ std::optional<Problem> CheckFinetune(const FinetuneConfig& f) {
           "needs finetune.text_column (the first text) set too");
   c.Check(f.doc_stride > 0, "doc_stride", "must be positive");
   c.Check(f.max_query_length > 0, "max_query_length", "must be positive");
+  c.Check(f.max_qa_length > 0, "max_qa_length", "must be positive");
   c.Check(f.max_answer_length > 0, "max_answer_length", "must be positive");
   c.Check(f.n_best_size > 0, "n_best_size", "must be positive");
   c.OneOf<void>("answer_class_start", f.answer_class_start, {"official", "hf"});

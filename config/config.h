@@ -232,6 +232,9 @@ struct FinetuneConfig {
   int64_t doc_stride = 128;
   // SQuAD: longest question, in tokens.
   int64_t max_query_length = 64;
+  // Multiple choice (RACE): longest question + option, in tokens (the
+  // official run_race.py's max_qa_length; longer ones keep their end).
+  int64_t max_qa_length = 128;
   // SQuAD: longest answer, in tokens.
   int64_t max_answer_length = 64;
   // SQuAD: n-best list size.

@@ -22,30 +22,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// One line of a text file: its 1-based number and its text without the line
-// end ("\n" or "\r\n").
-struct TextLine {
-  int64_t number = 0;
-  absl::string_view text;
-};
-
-// Splits `contents` into lines, dropping a leading UTF-8 byte order mark; the
-// empty piece after a final newline is not a line.
-std::vector<TextLine> SplitLines(absl::string_view contents) {
-  if (contents.substr(0, 3) == "\xEF\xBB\xBF") contents.remove_prefix(3);
-  std::vector<TextLine> lines;
-  int64_t number = 0;
-  while (!contents.empty()) {
-    const size_t nl = contents.find('\n');
-    absl::string_view line = contents.substr(0, nl);
-    contents.remove_prefix(nl == absl::string_view::npos ? contents.size()
-                                                         : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    lines.push_back({++number, line});
-  }
-  return lines;
-}
-
 // Text field pairs tried in order when none is configured.
 const std::vector<std::pair<std::string, std::string>>& PairCandidates() {
   static const auto* pairs =
@@ -578,6 +554,21 @@ absl::StatusOr<ReadOptions> ReadOptionsFromConfig(const FinetuneConfig& config,
   read.fields.id = config.id_column;
   read.label_option = "finetune.label_column";
   return read;
+}
+
+std::vector<TextLine> SplitLines(absl::string_view contents) {
+  if (contents.substr(0, 3) == "\xEF\xBB\xBF") contents.remove_prefix(3);
+  std::vector<TextLine> lines;
+  int64_t number = 0;
+  while (!contents.empty()) {
+    const size_t nl = contents.find('\n');
+    absl::string_view line = contents.substr(0, nl);
+    contents.remove_prefix(nl == absl::string_view::npos ? contents.size()
+                                                         : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back({++number, line});
+  }
+  return lines;
 }
 
 void LogSkippedRows(const std::string& path, int64_t skipped,

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "config/config.h"
 #include "data_pipeline/tokenizer.h"
 
@@ -47,6 +48,16 @@ absl::StatusOr<BadRowPolicy> ParseBadRowPolicy(std::string_view text);
 // of `path`); nothing when `skipped` is 0.
 void LogSkippedRows(const std::string& path, int64_t skipped,
                     const std::vector<std::string>& problems);
+
+// One line of a text file: its 1-based number and its text without the line
+// end ("\n" or "\r\n").
+struct TextLine {
+  int64_t number = 0;
+  absl::string_view text;
+};
+// Splits `contents` into lines, dropping a leading UTF-8 byte order mark; the
+// empty piece after a final newline is not a line.
+std::vector<TextLine> SplitLines(absl::string_view contents);
 
 // Whether labels are class names or real numbers.
 enum class TaskKind { kClassification, kRegression };

@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "finetune/examples.h"
 #include "finetune/finetune_unit.h"
+#include "finetune/race.h"
 #include "finetune/squad.h"
 #include "finetune/squad_eval.h"
 #include "model_io/model_dir.h"
@@ -40,12 +41,8 @@ struct Data {
 };
 
 TensorRows RowsOf(const finetune::EncodedExamples& enc) {
-  TensorRows rows;
-  rows.input_ids = enc.input_ids;
-  rows.token_type_ids = enc.token_type_ids;
-  rows.attention_mask = enc.attention_mask;
-  if (enc.labels.defined()) rows.targets["labels"] = enc.labels;
-  return rows;
+  return TensorRows::Labelled(enc.input_ids, enc.token_type_ids,
+                              enc.attention_mask, enc.labels);
 }
 
 // Classification/regression files -> tensors.
@@ -381,7 +378,15 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
       LoadFinetuneTokenizer(config, options.tokenizer, init_dir));
 
   Data data;
-  if (task == Task::kSquad) {
+  if (task == Task::kMultipleChoice) {
+    XLNET_ASSIGN_OR_RETURN(
+        finetune::MultipleChoiceData choice,
+        finetune::ReadMultipleChoiceTask(ft, *tokenizer, train_path, dev_path,
+                                         test_path, options.do_predict));
+    data.train = std::move(choice.train);
+    data.dev = std::move(choice.dev);
+    data.test = std::move(choice.test);
+  } else if (task == Task::kSquad) {
     XLNET_ASSIGN_OR_RETURN(
         data, ReadSquadTask(config, *tokenizer, train_path, dev_path, test_path,
                             options.do_predict));
@@ -391,7 +396,9 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
         ReadTextTask(task, config, *tokenizer, init_model, options.labels,
                      train_path, dev_path, test_path, options.do_predict));
   }
-  if (task != Task::kSquad) config.model.id2label = data.labels;
+  if (task != Task::kSquad && task != Task::kMultipleChoice) {
+    config.model.id2label = data.labels;
+  }
 
   finetune::FinetuneUnitOptions unit_options;
   unit_options.task = task;

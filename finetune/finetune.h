@@ -1,5 +1,5 @@
 // Fine-tuning (xlnet-finetune): a pretrained XLNet on a classification,
-// regression or SQuAD task with the shared Trainer. Keeps the best model by
+// regression, SQuAD or multiple-choice (RACE) task with the shared Trainer. Keeps the best model by
 // the task's dev metric as RUN/best/ (a HuggingFace model directory with
 // spiece.model) and writes RUN/eval_results.json and predictions.
 #pragma once
@@ -22,12 +22,13 @@ struct FinetuneOptions {
   // init_dir's config.json.
   std::string config_path;
   std::vector<std::string> overrides;
-  // "classification", "regression" or "squad".
+  // "classification", "regression", "squad" or "multiple_choice".
   std::string task;
   // The model to start from: a pretraining checkpoint of ours, a fine-tuned
   // RUN/best, or a HuggingFace XLNet directory.
   std::string init_dir;
-  // Data files (.tsv/.csv/.jsonl; SQuAD .json). Without train the model is only
+  // Data files (.tsv/.csv/.jsonl; SQuAD .json; multiple choice: a RACE
+  // directory or .txt file, or .jsonl). Without train the model is only
   // evaluated; dev picks the best checkpoint; test is scored at the end.
   std::string train;
   std::string dev;

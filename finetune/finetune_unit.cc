@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,6 +12,7 @@
 #include "common/safetensors.h"
 #include "common/status.h"
 #include "finetune/metrics.h"
+#include "finetune/race.h"
 #include "finetune/squad_eval.h"
 #include "model/precision.h"
 #include "model_io/load.h"
@@ -24,15 +26,27 @@ std::string StateFile(int rank) {
   return absl::StrCat("finetune_state.rank", rank, ".safetensors");
 }
 
+// labels [N] and the argmax of logits [N, C], as vectors.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> GoldAndPredicted(
+    const torch::Tensor& logits, const torch::Tensor& labels) {
+  const torch::Tensor pred = logits.argmax(-1).to(torch::kLong).contiguous();
+  const torch::Tensor gold = labels.to(torch::kLong).contiguous();
+  return {std::vector<int64_t>(gold.data_ptr<int64_t>(),
+                               gold.data_ptr<int64_t>() + gold.numel()),
+          std::vector<int64_t>(pred.data_ptr<int64_t>(),
+                               pred.data_ptr<int64_t>() + pred.numel())};
+}
+
 }  // namespace
 
 absl::StatusOr<Task> ParseTask(const std::string& name) {
   if (name == "classification") return Task::kClassification;
   if (name == "regression") return Task::kRegression;
   if (name == "squad") return Task::kSquad;
+  if (name == "multiple_choice") return Task::kMultipleChoice;
   return absl::InvalidArgumentError(
       absl::StrCat("--task: unknown task '", name,
-                   "' (classification, regression or squad)"));
+                   "' (classification, regression, squad or multiple_choice)"));
 }
 
 const char* TaskName(Task task) {
@@ -43,6 +57,8 @@ const char* TaskName(Task task) {
       return "regression";
     case Task::kSquad:
       return "squad";
+    case Task::kMultipleChoice:
+      return "multiple_choice";
   }
   return "?";
 }
@@ -55,6 +71,8 @@ std::string DefaultMetric(Task task) {
       return "pearson";
     case Task::kSquad:
       return "f1";
+    case Task::kMultipleChoice:
+      return "accuracy";
   }
   return "loss";
 }
@@ -100,6 +118,18 @@ void RowStream::Restore(int64_t epoch, int64_t offset) {
 
 // ---------------------------------------------------------------------------
 // TensorRows
+
+TensorRows TensorRows::Labelled(torch::Tensor input_ids,
+                                torch::Tensor token_type_ids,
+                                torch::Tensor attention_mask,
+                                const torch::Tensor& labels) {
+  TensorRows rows;
+  rows.input_ids = std::move(input_ids);
+  rows.token_type_ids = std::move(token_type_ids);
+  rows.attention_mask = std::move(attention_mask);
+  if (labels.defined()) rows.targets["labels"] = labels;
+  return rows;
+}
 
 TensorRows TensorRows::Select(const torch::Tensor& index) const {
   TensorRows out;
@@ -154,6 +184,14 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
         unit->qa_->answer_class_start,
         ParseAnswerClassStart(options.config.finetune.answer_class_start));
     unit->qa_->to(device);
+  } else if (options.task == Task::kMultipleChoice) {
+    XLNET_ASSIGN_OR_RETURN(unit->choice_,
+                           LoadForMultipleChoice(options.init_dir, load));
+    if (options.from_scratch) {
+      torch::manual_seed(tc.seed);
+      unit->choice_->ResetParameters();
+    }
+    unit->choice_->to(device);
   } else {
     XLNET_ASSIGN_OR_RETURN(unit->classifier_, LoadForSequenceClassification(
                                                   options.init_dir, load));
@@ -175,8 +213,10 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
 }
 
 NamedTensors FinetuneUnit::Named(bool parameters_only) {
-  torch::nn::Module& m = qa_ ? static_cast<torch::nn::Module&>(*qa_)
-                             : static_cast<torch::nn::Module&>(*classifier_);
+  torch::nn::Module& m =
+      qa_       ? static_cast<torch::nn::Module&>(*qa_)
+      : choice_ ? static_cast<torch::nn::Module&>(*choice_)
+                : static_cast<torch::nn::Module&>(*classifier_);
   NamedTensors out;
   for (const auto& item : m.named_parameters()) {
     out.emplace_back(item.key(), item.value());
@@ -193,6 +233,11 @@ NamedTensors FinetuneUnit::Parameters() { return Named(true); }
 NamedTensors FinetuneUnit::StateDict() { return Named(false); }
 
 std::string FinetuneUnit::ModelConfigJson() {
+  if (choice_) {
+    auto json = MultipleChoiceConfigJson(choice_->config());
+    TORCH_CHECK(json.ok(), json.status().ToString());
+    return *json;
+  }
   XLNetConfig config = qa_ ? qa_->config() : classifier_->config();
   if (qa_) {
     config.architectures = {"XLNetForQuestionAnswering"};
@@ -212,6 +257,7 @@ std::string FinetuneUnit::ModelConfigJson() {
 void FinetuneUnit::SetTraining(bool training) {
   if (qa_) qa_->train(training);
   if (classifier_) classifier_->train(training);
+  if (choice_) choice_->train(training);
 }
 
 XLNetInputs FinetuneUnit::Inputs(const TensorRows& batch) const {
@@ -224,8 +270,8 @@ XLNetInputs FinetuneUnit::Inputs(const TensorRows& batch) const {
 
 torch::Tensor FinetuneUnit::Losses(const TensorRows& batch) {
   AutocastGuard autocast(device_, dtype_);
-  const XLNetInputs in = Inputs(batch);
   if (qa_) {
+    const XLNetInputs in = Inputs(batch);
     QuestionAnsweringLabels labels;
     labels.start_positions = batch.targets.at("start_positions").to(device_);
     labels.end_positions = batch.targets.at("end_positions").to(device_);
@@ -234,11 +280,21 @@ torch::Tensor FinetuneUnit::Losses(const TensorRows& batch) {
     return qa_->Loss(in, batch.targets.at("p_mask").to(device_), labels)
         .loss.to(torch::kFloat);
   }
-  const torch::Tensor logits = classifier_->forward(in).logits;
-  const torch::Tensor labels = batch.targets.at("labels").to(device_);
-  return (classifier_->is_regression() ? RegressionLoss(logits, labels)
-                                       : ClassificationLoss(logits, labels))
+  return LabelLosses(Logits(batch), batch.targets.at("labels"))
       .to(torch::kFloat);
+}
+
+torch::Tensor FinetuneUnit::Logits(const TensorRows& batch) {
+  const XLNetInputs in = Inputs(batch);
+  return choice_ ? choice_->forward(in) : classifier_->forward(in).logits;
+}
+
+torch::Tensor FinetuneUnit::LabelLosses(const torch::Tensor& logits,
+                                        const torch::Tensor& labels) const {
+  const torch::Tensor gold = labels.to(device_);
+  if (choice_) return MultipleChoiceLoss(logits, gold);
+  return classifier_->is_regression() ? RegressionLoss(logits, gold)
+                                      : ClassificationLoss(logits, gold);
 }
 
 StepOutput FinetuneUnit::TrainStep() {
@@ -284,19 +340,24 @@ std::map<std::string, double> ScoreLabels(Task task,
                           gold.data_ptr<double>() + gold.numel());
     return RegressionMetrics(g, p);
   }
-  const torch::Tensor pred = logits.argmax(-1).to(torch::kLong).contiguous();
-  const torch::Tensor gold = labels.to(torch::kLong).contiguous();
-  std::vector<int64_t> p(pred.data_ptr<int64_t>(),
-                         pred.data_ptr<int64_t>() + pred.numel());
-  std::vector<int64_t> g(gold.data_ptr<int64_t>(),
-                         gold.data_ptr<int64_t>() + gold.numel());
+  const auto [g, p] = GoldAndPredicted(logits, labels);
   return ClassificationMetrics(g, p, logits.size(-1));
+}
+
+std::map<std::string, double> ScoreChoices(
+    const torch::Tensor& logits, const torch::Tensor& labels,
+    const std::vector<std::string>& levels) {
+  const auto [g, p] = GoldAndPredicted(logits, labels);
+  std::vector<std::string> l = levels;
+  l.resize(g.size());  // a set without levels: all ""
+  return MultipleChoiceMetrics(g, p, l);
 }
 
 absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
     const EvalSet& set, Predictions* predictions) {
-  const bool was_training =
-      qa_ ? qa_->is_training() : classifier_->is_training();
+  const bool was_training = qa_       ? qa_->is_training()
+                            : choice_ ? choice_->is_training()
+                                      : classifier_->is_training();
   SetTraining(false);
   torch::NoGradGuard no_grad;
   const int64_t n = set.rows.size();
@@ -351,24 +412,26 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
       const int64_t end = std::min(n, begin + batch);
       const TensorRows rows = set.rows.Select(torch::arange(begin, end));
       AutocastGuard autocast(device_, dtype_);
-      const torch::Tensor logits =
-          classifier_->forward(Inputs(rows)).logits.to(torch::kFloat);
+      const torch::Tensor logits = Logits(rows).to(torch::kFloat);
       if (labelled) {
-        const torch::Tensor labels = rows.targets.at("labels").to(device_);
-        loss_sum +=
-            (classifier_->is_regression() ? RegressionLoss(logits, labels)
-                                          : ClassificationLoss(logits, labels))
-                .sum()
-                .item<double>();
+        loss_sum += LabelLosses(logits, rows.targets.at("labels"))
+                        .sum()
+                        .item<double>();
       }
       all_logits.push_back(logits.to(torch::kCPU));
     }
-    const torch::Tensor logits =
-        all_logits.empty() ? torch::zeros({0, classifier_->num_labels()})
-                           : torch::cat(all_logits);
+    // Multiple choice: the options of the set ([N, C, L] inputs).
+    const int64_t columns = !choice_ ? classifier_->num_labels()
+                            : n > 0  ? set.rows.input_ids.size(1)
+                                     : 0;
+    const torch::Tensor logits = all_logits.empty()
+                                     ? torch::zeros({0, columns})
+                                     : torch::cat(all_logits);
     if (labelled && n > 0) {
-      metrics =
-          ScoreLabels(options_.task, logits, set.rows.targets.at("labels"));
+      metrics = choice_ ? ScoreChoices(logits, set.rows.targets.at("labels"),
+                                       set.levels)
+                        : ScoreLabels(options_.task, logits,
+                                      set.rows.targets.at("labels"));
       metrics["loss"] = loss_sum / n;
     }
     if (predictions) {
@@ -376,11 +439,16 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
       predictions->logits = logits;
       predictions->values.clear();
       predictions->labels.clear();
-      if (!classifier_->is_regression()) {
+      const bool regression = classifier_ && classifier_->is_regression();
+      if (choice_) {
+        for (int64_t c = 0; c < columns; ++c) {
+          predictions->labels.push_back(OptionName(c));
+        }
+      } else if (!regression) {
         predictions->labels = classifier_->config().id2label;
       }
       for (int64_t i = 0; i < logits.size(0); ++i) {
-        if (classifier_->is_regression()) {
+        if (regression) {
           predictions->values.push_back(
               absl::StrFormat("%.6g", logits[i][0].item<double>()));
         } else {

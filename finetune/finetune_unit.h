@@ -26,14 +26,15 @@
 #include "data_pipeline/tokenizer.h"
 #include "finetune/examples.h"
 #include "finetune/squad.h"
+#include "model/multiple_choice.h"
 #include "model/question_answering.h"
 #include "model/sequence_classification.h"
 #include "train/trainer.h"
 
 namespace xlnet::finetune {
 
-// "classification", "regression" or "squad".
-enum class Task { kClassification, kRegression, kSquad };
+// "classification", "regression", "squad" or "multiple_choice".
+enum class Task { kClassification, kRegression, kSquad, kMultipleChoice };
 absl::StatusOr<Task> ParseTask(const std::string& name);
 const char* TaskName(Task task);
 
@@ -63,15 +64,21 @@ class RowStream {
 
 // Model inputs of a set of rows, on the CPU; rows are selected by index.
 struct TensorRows {
-  torch::Tensor input_ids;       // [N, L] int64
-  torch::Tensor token_type_ids;  // [N, L] int64
-  torch::Tensor attention_mask;  // [N, L] float
+  // [N, L]; multiple choice [N, C, L] (C options per question).
+  torch::Tensor input_ids;       // int64
+  torch::Tensor token_type_ids;  // int64
+  torch::Tensor attention_mask;  // float
   // Task targets, [N] each: "labels" (classification int64 / regression
-  // float); SQuAD: "start_positions", "end_positions", "cls_index",
+  // float / multiple choice: the option index); SQuAD: "start_positions", "end_positions", "cls_index",
   // "is_impossible", and [N, L] "p_mask".
   std::map<std::string, torch::Tensor> targets;
   int64_t size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
   TensorRows Select(const torch::Tensor& index) const;
+  // Inputs with target "labels" when `labels` is defined.
+  static TensorRows Labelled(torch::Tensor input_ids,
+                             torch::Tensor token_type_ids,
+                             torch::Tensor attention_mask,
+                             const torch::Tensor& labels);
 };
 
 struct FinetuneUnitOptions {
@@ -94,8 +101,11 @@ struct FinetuneUnitOptions {
 struct EvalSet {
   std::string name;  // "dev", "test"
   TensorRows rows;
-  // Classification/regression: the examples' ids (predictions files).
+  // Classification/regression/multiple choice: the examples' ids
+  // (predictions files).
   std::vector<std::string> example_ids;
+  // Multiple choice: each question's RACE level ("middle", "high", "").
+  std::vector<std::string> levels;
   // SQuAD: the questions and their windows (post-processing and EM/F1).
   SquadDataset squad;
   SquadFeatures squad_features;
@@ -109,7 +119,8 @@ struct Predictions {
   std::vector<std::string> ids;
   std::vector<std::string> values;  // label name / number
   torch::Tensor logits;             // [N, C] (classification/regression)
-  // Classification: the class names, index = logit column (id2label).
+  // Classification: the class names, index = logit column (id2label);
+  // multiple choice: the option letters.
   std::vector<std::string> labels;
   SquadPredictions squad;
 };
@@ -153,6 +164,11 @@ class FinetuneUnit : public TrainUnit {
   // Per-example losses [B] of a batch (model in its current mode).
   torch::Tensor Losses(const TensorRows& batch);
   XLNetInputs Inputs(const TensorRows& batch) const;
+  // Classification/regression/multiple choice: logits [B, C] of a batch,
+  // and the per-example losses [B] of such logits.
+  torch::Tensor Logits(const TensorRows& batch);
+  torch::Tensor LabelLosses(const torch::Tensor& logits,
+                            const torch::Tensor& labels) const;
   NamedTensors Named(bool parameters_only);
 
   FinetuneUnitOptions options_;
@@ -160,6 +176,7 @@ class FinetuneUnit : public TrainUnit {
   torch::ScalarType dtype_;
   XLNetForSequenceClassification classifier_{nullptr};
   XLNetForQuestionAnswering qa_{nullptr};
+  XLNetForMultipleChoice choice_{nullptr};
   TensorRows train_;
   std::optional<EvalSet> dev_;
   std::unique_ptr<RowStream> stream_;
@@ -173,5 +190,10 @@ class FinetuneUnit : public TrainUnit {
 std::map<std::string, double> ScoreLabels(Task task,
                                           const torch::Tensor& logits,
                                           const torch::Tensor& labels);
+// Multiple choice: MultipleChoiceMetrics (race.h) of logits [N, C] against
+// labels [N]; `levels` [N] (or empty: no RACE levels).
+std::map<std::string, double> ScoreChoices(
+    const torch::Tensor& logits, const torch::Tensor& labels,
+    const std::vector<std::string>& levels);
 
 }  // namespace xlnet::finetune

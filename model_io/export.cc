@@ -182,6 +182,12 @@ absl::StatusOr<LoadedModel> LoadAny(const std::string& dir, bool encoder_only) {
     out = {"XLNetForQuestionAnswering", model->config(), HfStateDict(*model),
            HfStateDict(*model->transformer)};
     out.fine_tuned = true;
+  } else if (cls && IsMultipleChoiceDir(model_dir)) {
+    XLNET_ASSIGN_OR_RETURN(auto model, LoadForMultipleChoice(model_dir));
+    out = {"XLNetForMultipleChoice", model->config(), HfStateDict(*model),
+           HfStateDict(*model->transformer)};
+    out.config.id2label = XLNetConfig().id2label;
+    out.fine_tuned = true;
   } else if (cls) {
     XLNET_ASSIGN_OR_RETURN(auto model,
                            LoadForSequenceClassification(model_dir));

@@ -9,6 +9,8 @@
 //                          tied, not stored)   ["XLNetLMHeadModel"]
 //     classification head: transformer.* + sequence_summary.* + logits_proj.*
 //                          ["XLNetForSequenceClassification"]
+//     multiple choice:     the same names, logits_proj.weight [1, D], when
+//                          config.json says ["XLNetForMultipleChoice"]
 //     QA head:             transformer.* + start_logits.* + end_logits.* +
 //                          answer_class.*       ["XLNetForQuestionAnswering"]
 //     bare encoder:        as --encoder_only

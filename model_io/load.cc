@@ -127,6 +127,27 @@ absl::StatusOr<std::vector<std::string>> ResolveLabels(
   return labels;
 }
 
+// `dir` without the tensors named with `prefixes` (another task's head with
+// the same names), logging a warning that names them.
+ModelDir WithoutHead(const ModelDir& dir,
+                     const std::vector<std::string>& prefixes) {
+  ModelDir out = dir;
+  out.tensors.clear();
+  std::vector<std::string> dropped;
+  for (const auto& [name, t] : dir.tensors) {
+    if (HasAnyPrefix(name, prefixes)) {
+      dropped.push_back(name);
+    } else {
+      out.tensors.emplace_back(name, t);
+    }
+  }
+  if (!dropped.empty()) {
+    XLOG(WARNING) << dir.weights_path << ": ignoring another task's head: "
+                  << absl::StrJoin(dropped, ", ");
+  }
+  return out;
+}
+
 template <typename Model>
 absl::StatusOr<Model> BuildModel(const std::string& dir,
                                  const XLNetConfig& config) {
@@ -279,6 +300,10 @@ bool HasHead(const NamedTensors& tensors,
 absl::StatusOr<XLNetForSequenceClassification> LoadForSequenceClassification(
     const ModelDir& dir, const HeadLoadOptions& options) {
   const auto& prefixes = SequenceClassificationHeadPrefixes();
+  if (IsMultipleChoiceDir(dir) && HasHead(dir.tensors, prefixes)) {
+    // A multiple-choice head has the same names: the backbone only.
+    return LoadForSequenceClassification(WithoutHead(dir, prefixes), options);
+  }
   const bool has_head = HasHead(dir.tensors, prefixes);
   XLNetConfig config = dir.config;
   XLNET_ASSIGN_OR_RETURN(config.id2label,
@@ -310,6 +335,36 @@ absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
                << options.seed;
   }
   return model;
+}
+
+bool IsMultipleChoiceDir(const ModelDir& dir) {
+  return !dir.config.architectures.empty() &&
+         dir.config.architectures[0] == "XLNetForMultipleChoice";
+}
+
+absl::StatusOr<XLNetForMultipleChoice> LoadForMultipleChoice(
+    const ModelDir& dir, const HeadLoadOptions& options) {
+  const auto& prefixes = SequenceClassificationHeadPrefixes();
+  const bool has_head =
+      IsMultipleChoiceDir(dir) && HasHead(dir.tensors, prefixes);
+  // A classification head has the same names (other shapes): not ours.
+  const ModelDir weights = has_head ? dir : WithoutHead(dir, prefixes);
+  XLNET_ASSIGN_OR_RETURN(
+      auto model, BuildModel<XLNetForMultipleChoice>(dir.path, dir.config));
+  XLNET_RETURN_IF_ERROR(
+      LoadBackboneAndHead(*model, weights, prefixes, has_head));
+  if (!has_head) {
+    model->ResetHeadParameters(options.seed);
+    XLOG(INFO) << dir.path << ": new multiple-choice head, seed "
+               << options.seed;
+  }
+  return model;
+}
+
+absl::StatusOr<XLNetForMultipleChoice> LoadForMultipleChoice(
+    const std::string& dir, const HeadLoadOptions& options) {
+  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir, ReadModelDir(dir));
+  return LoadForMultipleChoice(model_dir, options);
 }
 
 absl::StatusOr<XLNetForSequenceClassification> LoadForSequenceClassification(

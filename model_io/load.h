@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "model/multiple_choice.h"
 #include "model/question_answering.h"
 #include "model/sequence_classification.h"
 #include "model/xlnet.h"
@@ -94,7 +95,8 @@ struct HeadLoadOptions {
 // so, with a warning, are the weights of another task's head. The head is
 // loaded when the directory has it (a fine-tuned model), else freshly
 // initialised from options.seed. config.json's problem_type must fit the
-// number of labels. fp32, CPU.
+// number of labels. A multiple-choice directory (below) gives only its
+// backbone. fp32, CPU.
 absl::StatusOr<XLNetForSequenceClassification> LoadForSequenceClassification(
     const ModelDir& dir, const HeadLoadOptions& options = {});
 absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
@@ -103,6 +105,18 @@ absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
 absl::StatusOr<XLNetForSequenceClassification> LoadForSequenceClassification(
     const std::string& dir, const HeadLoadOptions& options = {});
 absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
+    const std::string& dir, const HeadLoadOptions& options = {});
+
+// HF XLNetForMultipleChoice. Its head has the classification head's names
+// (sequence_summary.*, logits_proj.* with one row), so a directory holds a
+// multiple-choice head only when config.json's architectures[0] says
+// "XLNetForMultipleChoice". From any other directory the backbone is loaded
+// and the head is fresh (options.seed); a classification head there is
+// ignored with a warning. options.labels is not used. fp32, CPU.
+bool IsMultipleChoiceDir(const ModelDir& dir);
+absl::StatusOr<XLNetForMultipleChoice> LoadForMultipleChoice(
+    const ModelDir& dir, const HeadLoadOptions& options = {});
+absl::StatusOr<XLNetForMultipleChoice> LoadForMultipleChoice(
     const std::string& dir, const HeadLoadOptions& options = {});
 
 }  // namespace xlnet

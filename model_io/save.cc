@@ -59,4 +59,17 @@ absl::Status SavePretrained(XLNetForQuestionAnsweringImpl& model,
                               nlohmann::json::object(), dir);
 }
 
+absl::StatusOr<std::string> MultipleChoiceConfigJson(XLNetConfig config) {
+  config.architectures = {"XLNetForMultipleChoice"};
+  config.id2label = XLNetConfig().id2label;
+  return ModelConfigJsonWith(config, nlohmann::json::object());
+}
+
+absl::Status SavePretrained(XLNetForMultipleChoiceImpl& model,
+                            const std::string& dir) {
+  XLNET_ASSIGN_OR_RETURN(std::string json,
+                         MultipleChoiceConfigJson(model.config()));
+  return WriteModelDir(dir, json, HfStateDict(model));
+}
+
 }  // namespace xlnet

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "model/multiple_choice.h"
 #include "model/question_answering.h"
 #include "model/sequence_classification.h"
 #include "model/xlnet.h"
@@ -39,5 +40,11 @@ absl::Status SavePretrained(XLNetForSequenceClassificationImpl& model,
 // architectures ["XLNetForQuestionAnswering"].
 absl::Status SavePretrained(XLNetForQuestionAnsweringImpl& model,
                             const std::string& dir);
+// architectures ["XLNetForMultipleChoice"] (id2label as HF's default: the
+// head has one output per option, labels are not used).
+absl::Status SavePretrained(XLNetForMultipleChoiceImpl& model,
+                            const std::string& dir);
+// The config.json text of a multiple-choice model with `config`'s backbone.
+absl::StatusOr<std::string> MultipleChoiceConfigJson(XLNetConfig config);
 
 }  // namespace xlnet

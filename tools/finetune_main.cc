@@ -1,5 +1,5 @@
-// xlnet-finetune: fine-tuning on classification, regression or SQuAD
-// (finetune/finetune.h).
+// xlnet-finetune: fine-tuning on classification, regression, SQuAD or
+// multiple choice (finetune/finetune.h).
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
@@ -11,13 +11,14 @@ absl::Status Run(int argc, char** argv) {
   xlnet::FinetuneOptions o;
   xlnet::FlagParser flags(
       "xlnet-finetune",
-      "--task classification|regression|squad --init MODEL_DIR --out RUN_DIR "
+      "--task classification|regression|squad|multiple_choice --init MODEL_DIR --out RUN_DIR "
       "[--train F] [--dev F] [--test F] [--config CFG.yaml] [--set k=v ...] "
       "[--resume latest|DIR | --overwrite] [--tokenizer spiece.model] "
       "[--labels A,B,...] [--from_scratch] [--do_predict] "
       "[--nproc_per_node N [--master_port P]]\n\n"
       "Flags in [brackets] are optional. Data: .tsv (header row), .csv (RFC "
-      "4180, header row) or .jsonl; SQuAD .json. Columns are detected "
+      "4180, header row) or .jsonl; SQuAD .json; multiple choice: a RACE "
+      "directory or .txt file, or .jsonl. Columns are detected "
       "(finetune/README.md) or named, e.g.\n"
       "  --set finetune.text_column=review --set finetune.label_column=stars\n"
       "The text rules (data.uncased, data.keep_accents) come from --init's "
@@ -27,13 +28,15 @@ absl::Status Run(int argc, char** argv) {
       &o.config_path, &o.overrides,
       "YAML config with data, train and finetune sections (optional: the "
       "defaults apply; the model section is --init's config.json)");
-  flags.AddString("task", &o.task, "classification, regression or squad");
+  flags.AddString("task", &o.task,
+                  "classification, regression, squad or multiple_choice");
   flags.AddString("init", &o.init_dir,
                   "model to start from: a pretraining checkpoint of ours, a "
                   "fine-tuned RUN/best, or a HuggingFace XLNet directory (its "
                   "config.json is the model section)");
   flags.AddString("train", &o.train,
-                  "training data (.tsv/.csv/.jsonl; SQuAD .json); without it "
+                  "training data (.tsv/.csv/.jsonl; SQuAD .json; RACE dir or "
+                  ".txt, or .jsonl); without it "
                   "the model is only evaluated");
   flags.AddString("dev", &o.dev,
                   "dev data: evaluated every train.eval_steps; picks the best "

@@ -1,0 +1,76 @@
+#include "model/multiple_choice.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "model/head_ops.h"
+
+namespace xlnet {
+namespace {
+
+using heads::CheckContentStreamOnly;
+using heads::InitLinear;
+
+// [B, C, L] -> [B*C, L]; undefined stays undefined.
+torch::Tensor FlattenChoices(const torch::Tensor& t, const char* name,
+                             c10::IntArrayRef expected) {
+  if (!t.defined()) return t;
+  TORCH_CHECK(t.dim() == 3 && t.sizes() == expected,
+              "XLNetForMultipleChoice: ", name, " must be [B, C, L] = ",
+              expected, ", got ", t.sizes());
+  return t.reshape({-1, t.size(2)});  // [B*C, L]
+}
+
+}  // namespace
+
+XLNetForMultipleChoiceImpl::XLNetForMultipleChoiceImpl(
+    const XLNetConfig& config) {
+  transformer = register_module("transformer", XLNetModel(config));
+  sequence_summary =
+      register_module("sequence_summary", SequenceSummary(config));
+  logits_proj =
+      register_module("logits_proj", torch::nn::Linear(config.d_model, 1));
+  InitLinear(logits_proj, config.initializer_range, c10::nullopt);
+}
+
+void XLNetForMultipleChoiceImpl::ResetParameters() {
+  transformer->ResetParameters();
+  sequence_summary->ResetParameters(config().initializer_range);
+  InitLinear(logits_proj, config().initializer_range, c10::nullopt);
+}
+
+void XLNetForMultipleChoiceImpl::ResetHeadParameters(uint64_t seed) {
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  sequence_summary->ResetParameters(config().initializer_range, generator);
+  InitLinear(logits_proj, config().initializer_range, generator);
+}
+
+torch::Tensor XLNetForMultipleChoiceImpl::forward(const XLNetInputs& inputs) {
+  CheckContentStreamOnly(inputs, "XLNetForMultipleChoice");
+  TORCH_CHECK(inputs.mems.empty(),
+              "XLNetForMultipleChoice: memory is not supported");
+  const torch::Tensor& ids = inputs.input_ids;
+  TORCH_CHECK(ids.dim() == 3, "XLNetForMultipleChoice: input_ids must be ",
+              "[B, C, L], got ", ids.sizes());
+  const int64_t batch = ids.size(0);
+  const int64_t choices = ids.size(1);
+  XLNetInputs flat;
+  flat.input_ids = FlattenChoices(ids, "input_ids", ids.sizes());
+  flat.token_type_ids =
+      FlattenChoices(inputs.token_type_ids, "token_type_ids", ids.sizes());
+  flat.attention_mask =
+      FlattenChoices(inputs.attention_mask, "attention_mask", ids.sizes());
+  const XLNetOutputs out = transformer->forward(flat);
+  // [B*C, D] -> [B*C, 1] -> [B, C]
+  return logits_proj(sequence_summary(out.last_hidden_state))
+      .reshape({batch, choices});
+}
+
+torch::Tensor MultipleChoiceLoss(const torch::Tensor& logits,
+                                 const torch::Tensor& labels) {
+  TORCH_CHECK(logits.dim() == 2 && logits.size(1) >= 2,
+              "MultipleChoiceLoss: logits must be [B, C] with C >= 2, got ",
+              logits.sizes());
+  return ClassificationLoss(logits, labels);
+}
+
+}  // namespace xlnet
