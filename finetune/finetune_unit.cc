@@ -133,6 +133,15 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
         " micro-batches (train.grad_accum_steps)"));
   }
   std::unique_ptr<FinetuneUnit> unit(new FinetuneUnit(options, device, dtype));
+  if (UsesChunks(options.config.finetune)) {
+    if (options.task == Task::kSquad) {
+      return absl::InvalidArgumentError(
+          "finetune.long_inputs: chunks is for classification and regression; "
+          "SQuAD covers long contexts with windows (finetune.doc_stride)");
+    }
+    unit->chunks_ =
+        ChunkOptionsFromConfig(options.config.finetune, options.config.model);
+  }
   unit->accum_ = tc.grad_accum_steps;
   unit->train_ = std::move(train);
   unit->dev_ = std::move(dev);
@@ -222,6 +231,13 @@ XLNetInputs FinetuneUnit::Inputs(const TensorRows& batch) const {
   return in;
 }
 
+torch::Tensor FinetuneUnit::ClassifierLogits(const XLNetInputs& in) {
+  if (!chunks_) return classifier_->forward(in).logits;
+  return classifier_
+      ->forward(LastChunkWithMemory(*classifier_->transformer, in, *chunks_))
+      .logits;
+}
+
 torch::Tensor FinetuneUnit::Losses(const TensorRows& batch) {
   AutocastGuard autocast(device_, dtype_);
   const XLNetInputs in = Inputs(batch);
@@ -234,7 +250,7 @@ torch::Tensor FinetuneUnit::Losses(const TensorRows& batch) {
     return qa_->Loss(in, batch.targets.at("p_mask").to(device_), labels)
         .loss.to(torch::kFloat);
   }
-  const torch::Tensor logits = classifier_->forward(in).logits;
+  const torch::Tensor logits = ClassifierLogits(in);
   const torch::Tensor labels = batch.targets.at("labels").to(device_);
   return (classifier_->is_regression() ? RegressionLoss(logits, labels)
                                        : ClassificationLoss(logits, labels))
@@ -352,7 +368,7 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
       const TensorRows rows = set.rows.Select(torch::arange(begin, end));
       AutocastGuard autocast(device_, dtype_);
       const torch::Tensor logits =
-          classifier_->forward(Inputs(rows)).logits.to(torch::kFloat);
+          ClassifierLogits(Inputs(rows)).to(torch::kFloat);
       if (labelled) {
         const torch::Tensor labels = rows.targets.at("labels").to(device_);
         loss_sum +=

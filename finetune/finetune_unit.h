@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "config/config.h"
 #include "data_pipeline/tokenizer.h"
+#include "finetune/chunks.h"
 #include "finetune/examples.h"
 #include "finetune/squad.h"
 #include "model/question_answering.h"
@@ -153,6 +154,9 @@ class FinetuneUnit : public TrainUnit {
   // Per-example losses [B] of a batch (model in its current mode).
   torch::Tensor Losses(const TensorRows& batch);
   XLNetInputs Inputs(const TensorRows& batch) const;
+  // Classifier logits [B, N] of a batch's inputs: one forward, or with
+  // finetune.long_inputs "chunks" the chunks in order (finetune/chunks.h).
+  torch::Tensor ClassifierLogits(const XLNetInputs& in);
   NamedTensors Named(bool parameters_only);
 
   FinetuneUnitOptions options_;
@@ -160,6 +164,8 @@ class FinetuneUnit : public TrainUnit {
   torch::ScalarType dtype_;
   XLNetForSequenceClassification classifier_{nullptr};
   XLNetForQuestionAnswering qa_{nullptr};
+  // Set with finetune.long_inputs "chunks".
+  std::optional<ChunkOptions> chunks_;
   TensorRows train_;
   std::optional<EvalSet> dev_;
   std::unique_ptr<RowStream> stream_;
