@@ -65,7 +65,7 @@ struct XLNetForwardOptions {
   // (config.reuse_len is ignored) and keep the last `cache_mem_len` rows of
   // cat(mems, input); 0 keeps every row. Unset: config.mem_len/reuse_len.
   // Fine-tuning's segment recurrence (finetune/chunks.h) sets it.
-  std::optional<int64_t> cache_mem_len;
+  std::optional<int64_t> cache_mem_len = std::nullopt;
 };
 
 struct XLNetOutputs {
