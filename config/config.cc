@@ -122,6 +122,9 @@ template <typename S, typename V>
 void VisitFinetune(S& c, V& v) {
   v("eval_batch_size", c.eval_batch_size);
   v("max_seq_length", c.max_seq_length);
+  v("long_inputs", c.long_inputs);
+  v("max_chunks", c.max_chunks);
+  v("mem_len", c.mem_len);
   v("metric", c.metric);
   v("bad_rows", c.bad_rows);
   v("text_column", c.text_column);
@@ -695,6 +698,12 @@ std::optional<Problem> CheckFinetune(const FinetuneConfig& f) {
   c.Check(f.max_seq_length >= 4, "max_seq_length",
           "must be >= 4" + Got(f.max_seq_length));
   c.OneOf<void>("bad_rows", f.bad_rows, {"skip", "error"});
+  c.OneOf<void>("long_inputs", f.long_inputs, {"truncate", "chunks"});
+  c.Check(f.max_chunks >= 1, "max_chunks", "must be >= 1" + Got(f.max_chunks));
+  c.Check(f.mem_len >= -1, "mem_len",
+          "must be -1 (the model's mem_len), 0 (every earlier chunk) or a "
+          "number of tokens" +
+              Got(f.mem_len));
   c.Check(f.text_b_column.empty() || !f.text_column.empty(), "text_b_column",
           "needs finetune.text_column (the first text) set too");
   c.Check(f.doc_stride > 0, "doc_stride", "must be positive");

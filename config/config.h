@@ -208,8 +208,21 @@ struct TrainConfig {
 struct FinetuneConfig {
   // Batch size for evaluation and prediction.
   int64_t eval_batch_size = 32;
-  // Longest input in tokens (including <sep>/<cls>).
+  // Longest input in tokens (including <sep>/<cls>); with long_inputs
+  // "chunks", the length of one chunk.
   int64_t max_seq_length = 128;
+  // Classification/regression inputs longer than max_seq_length:
+  // "truncate" (official) or "chunks": up to max_chunks * max_seq_length
+  // tokens run as chunks of max_seq_length in order, each over the memory
+  // of the earlier ones; the head reads the last chunk (finetune/chunks.h).
+  std::string long_inputs = "truncate";
+  // long_inputs "chunks": most chunks per input (longer inputs are
+  // truncated as the official code truncates to max_chunks * max_seq_length).
+  int64_t max_chunks = 8;
+  // long_inputs "chunks": memory carried to the next chunk, in tokens per
+  // layer; 0 keeps every earlier chunk; -1 (default) = the model's mem_len
+  // (config.json; null or 0 there keeps every earlier chunk).
+  int64_t mem_len = -1;
   // Metric that picks the best checkpoint ("" = the task's default).
   std::string metric;
   // Bad input rows: "skip" (report and continue) or "error" (fail).

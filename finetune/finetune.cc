@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "finetune/chunks.h"
 #include "finetune/examples.h"
 #include "finetune/finetune_unit.h"
 #include "finetune/race.h"
@@ -40,9 +41,26 @@ struct Data {
   std::vector<std::string> labels;  // id2label (classification/regression)
 };
 
-TensorRows RowsOf(const finetune::EncodedExamples& enc) {
-  return TensorRows::Labelled(enc.input_ids, enc.token_type_ids,
-                              enc.attention_mask, enc.labels);
+TensorRows RowsOf(const finetune::EncodedExamples& enc,
+                  const FinetuneConfig& ft) {
+  TensorRows rows = TensorRows::Labelled(enc.input_ids, enc.token_type_ids,
+                                         enc.attention_mask, enc.labels);
+  if (finetune::UsesChunks(ft)) {
+    // Leading chunks that are padding in every row are never run: drop them.
+    const int64_t c = ft.max_seq_length;
+    const int64_t skip = finetune::FirstUsedChunk(rows.attention_mask, c) * c;
+    const int64_t width = rows.input_ids.size(1) - skip;
+    rows.input_ids = rows.input_ids.narrow(1, skip, width).contiguous();
+    rows.token_type_ids =
+        rows.token_type_ids.narrow(1, skip, width).contiguous();
+    rows.attention_mask =
+        rows.attention_mask.narrow(1, skip, width).contiguous();
+    XLOG(INFO) << rows.size() << " rows of up to " << width / c << " chunks of "
+               << c << " tokens; "
+               << (rows.attention_mask.sum(1) > c).sum().item<int64_t>()
+               << " longer than one chunk";
+  }
+  return rows;
 }
 
 // Classification/regression files -> tensors.
@@ -59,7 +77,8 @@ absl::StatusOr<Data> ReadTextTask(
                                ? finetune::TaskKind::kRegression
                                : finetune::TaskKind::kClassification));
   finetune::FeatureOptions features;
-  features.max_seq_length = config.finetune.max_seq_length;
+  // With long_inputs "chunks", max_chunks chunks side by side.
+  features.max_seq_length = finetune::EncodedLength(config.finetune);
 
   std::optional<finetune::ExampleSet> train;
   if (!train_path.empty()) {
@@ -114,7 +133,7 @@ absl::StatusOr<Data> ReadTextTask(
     XLOG(INFO) << train_path << ": " << enc.input_ids.size(0) << " rows, "
                << enc.truncated << " truncated to " << features.max_seq_length
                << " tokens";
-    data.train = RowsOf(enc);
+    data.train = RowsOf(enc, config.finetune);
   }
   auto read_eval = [&](const std::string& path, const std::string& name,
                        bool labelled) -> absl::StatusOr<EvalSet> {
@@ -136,7 +155,7 @@ absl::StatusOr<Data> ReadTextTask(
                                  features));
     EvalSet out;
     out.name = name;
-    out.rows = RowsOf(enc);
+    out.rows = RowsOf(enc, config.finetune);
     out.example_ids = enc.example_ids;
     out.labelled =
         all_labelled && enc.labels.defined() && !set.examples.empty();

@@ -163,6 +163,18 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
         " micro-batches (train.grad_accum_steps)"));
   }
   std::unique_ptr<FinetuneUnit> unit(new FinetuneUnit(options, device, dtype));
+  if (UsesChunks(options.config.finetune)) {
+    if (options.task == Task::kSquad ||
+        options.task == Task::kMultipleChoice) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "finetune.long_inputs: chunks is for classification and regression; ",
+          options.task == Task::kSquad
+              ? "SQuAD covers long contexts with windows (finetune.doc_stride)"
+              : "multiple choice truncates the article (finetune.max_seq_length)"));
+    }
+    unit->chunks_ =
+        ChunkOptionsFromConfig(options.config.finetune, options.config.model);
+  }
   unit->accum_ = tc.grad_accum_steps;
   unit->train_ = std::move(train);
   unit->dev_ = std::move(dev);
@@ -286,7 +298,11 @@ torch::Tensor FinetuneUnit::Losses(const TensorRows& batch) {
 
 torch::Tensor FinetuneUnit::Logits(const TensorRows& batch) {
   const XLNetInputs in = Inputs(batch);
-  return choice_ ? choice_->forward(in) : classifier_->forward(in).logits;
+  if (choice_) return choice_->forward(in);
+  if (!chunks_) return classifier_->forward(in).logits;
+  return classifier_
+      ->forward(LastChunkWithMemory(*classifier_->transformer, in, *chunks_))
+      .logits;
 }
 
 torch::Tensor FinetuneUnit::LabelLosses(const torch::Tensor& logits,

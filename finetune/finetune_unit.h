@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "config/config.h"
 #include "data_pipeline/tokenizer.h"
+#include "finetune/chunks.h"
 #include "finetune/examples.h"
 #include "finetune/squad.h"
 #include "model/multiple_choice.h"
@@ -164,8 +165,10 @@ class FinetuneUnit : public TrainUnit {
   // Per-example losses [B] of a batch (model in its current mode).
   torch::Tensor Losses(const TensorRows& batch);
   XLNetInputs Inputs(const TensorRows& batch) const;
-  // Classification/regression/multiple choice: logits [B, C] of a batch,
-  // and the per-example losses [B] of such logits.
+  // Classification/regression/multiple choice: logits [B, C] of a batch
+  // (classification/regression with finetune.long_inputs "chunks": the
+  // chunks in order, finetune/chunks.h), and the per-example losses [B] of
+  // such logits.
   torch::Tensor Logits(const TensorRows& batch);
   torch::Tensor LabelLosses(const torch::Tensor& logits,
                             const torch::Tensor& labels) const;
@@ -177,6 +180,8 @@ class FinetuneUnit : public TrainUnit {
   XLNetForSequenceClassification classifier_{nullptr};
   XLNetForQuestionAnswering qa_{nullptr};
   XLNetForMultipleChoice choice_{nullptr};
+  // Set with finetune.long_inputs "chunks".
+  std::optional<ChunkOptions> chunks_;
   TensorRows train_;
   std::optional<EvalSet> dev_;
   std::unique_ptr<RowStream> stream_;

@@ -74,11 +74,23 @@ StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
     auto perm = inputs.perm_mask.to(torch::kFloat);  // [B, L, L]
     data = data.defined() ? data + perm : perm;
   }
+  torch::Tensor mem_blocked;  // [B, L, M]
+  if (inputs.mems_attention_mask.defined() && mlen > 0) {
+    const auto& mm = inputs.mems_attention_mask;
+    TORCH_CHECK(mm.dim() == 2 && mm.size(0) == b && mm.size(1) == mlen,
+                "mems_attention_mask must be [", b, ", ", mlen, "], got ",
+                mm.sizes());
+    mem_blocked = (mm.to(ids.device(), torch::kFloat) <= 0)
+                      .unsqueeze(1)
+                      .expand({b, l, mlen});  // [B, L, M]
+  }
   torch::Tensor attn;  // [B or 1, L, K]
-  if (data.defined()) {
-    auto blocked = (data > 0).expand({b, l, l});  // [B, L, L]
-    attn = torch::cat({torch::zeros({b, l, mlen}, bool_opts), blocked},
-                      2);  // [B, L, K]
+  if (data.defined() || mem_blocked.defined()) {
+    auto blocked = data.defined() ? (data > 0).expand({b, l, l})
+                                  : torch::zeros({b, l, l}, bool_opts);
+    auto mem = mem_blocked.defined() ? mem_blocked
+                                     : torch::zeros({b, l, mlen}, bool_opts);
+    attn = torch::cat({mem, blocked}, 2);  // [B, L, K]
   }
   auto i = torch::arange(l, ids.options().dtype(torch::kLong)).view({l, 1});
   auto j =
@@ -99,12 +111,23 @@ StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
 }
 
 torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
-                               int64_t mlen) {
+                               int64_t mlen,
+                               const torch::Tensor& mems_token_type_ids) {
   if (!token_type_ids.defined()) return {};
   const int64_t b = token_type_ids.size(0);
   auto ids = token_type_ids.to(torch::kLong);  // [B, L]
-  auto cat_ids =
-      torch::cat({torch::zeros({b, mlen}, ids.options()), ids}, 1);  // [B, K]
+  torch::Tensor mem_ids;                       // [B, M]
+  if (mems_token_type_ids.defined() && mlen > 0) {
+    TORCH_CHECK(mems_token_type_ids.dim() == 2 &&
+                    mems_token_type_ids.size(0) == b &&
+                    mems_token_type_ids.size(1) == mlen,
+                "mems_token_type_ids must be [", b, ", ", mlen, "], got ",
+                mems_token_type_ids.sizes());
+    mem_ids = mems_token_type_ids.to(ids.device(), torch::kLong);
+  } else {
+    mem_ids = torch::zeros({b, mlen}, ids.options());
+  }
+  auto cat_ids = torch::cat({mem_ids, ids}, 1);     // [B, K]
   return ids.unsqueeze(2) != cat_ids.unsqueeze(1);  // [B, L, K]
 }
 
@@ -270,7 +293,8 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   // Masks and segment relations shared by all layers.
   const StreamMasks masks =
       BuildStreamMasks(inputs, mlen, config_.attn_type, config_.same_length);
-  const torch::Tensor seg_diff = BuildSegmentDiff(inputs.token_type_ids, mlen);
+  const torch::Tensor seg_diff =
+      BuildSegmentDiff(inputs.token_type_ids, mlen, inputs.mems_token_type_ids);
   AttentionBias content_bias;
   if (masks.content.defined())
     content_bias.mask = masks.content.unsqueeze(1);  // [B|1, 1, L, K]
@@ -341,6 +365,15 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   context->query_all_positions = options.query_all_positions;
   context->attention = attention_;
 
+  // What new_mems keep: the config's mem_len/reuse_len, or the whole input
+  // and the last cache_mem_len rows.
+  XLNetConfig cache_config;
+  cache_config.mem_len = config_.mem_len;
+  cache_config.reuse_len = config_.reuse_len;
+  if (options.cache_mem_len) {
+    cache_config.mem_len = *options.cache_mem_len;
+    cache_config.reuse_len.reset();
+  }
   const bool checkpoint =
       activation_checkpointing_ && torch::GradMode::is_enabled();
   XLNetOutputs out;
@@ -349,8 +382,8 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     torch::Tensor mem;
     if (has_mems) mem = inputs.mems[n];
     if (options.use_mems) {
-      out.new_mems.push_back(
-          CacheMem(h.transpose(0, 1), mem, config_));  // [M', B, D]
+      out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem,
+                                      cache_config));  // [M', B, D]
     }
     std::vector<torch::Tensor> streams;
     streams.reserve(2);

@@ -18,6 +18,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,14 @@ struct XLNetInputs {
   torch::Tensor target_mapping;
   // n_layer tensors [M, B, D] (time-major, HF); empty = no memory.
   std::vector<torch::Tensor> mems;
+  // [B, M] 1 = a real memory row, 0 = padding that no query may attend to
+  // (float or integer); undefined = every memory row is visible (HF, which
+  // has no such mask). Segment recurrence over left-padded inputs needs it.
+  torch::Tensor mems_attention_mask;
+  // [B, M] integer segment ids of the memory rows; undefined = memory is
+  // segment 0 (HF, official). Segment recurrence over A/B inputs sets them so
+  // a chunk relates to the memory of its own text as to itself.
+  torch::Tensor mems_token_type_ids;
 };
 
 struct XLNetForwardOptions {
@@ -52,6 +61,11 @@ struct XLNetForwardOptions {
   // target_mapping (HF's way, L x K attention) instead of only the P targets
   // (P x K). Same results; for tests and the benchmark.
   bool query_all_positions = false;
+  // With use_mems: when set, new_mems cache the whole input of this call
+  // (config.reuse_len is ignored) and keep the last `cache_mem_len` rows of
+  // cat(mems, input); 0 keeps every row. Unset: config.mem_len/reuse_len.
+  // Fine-tuning's segment recurrence (finetune/chunks.h) sets it.
+  std::optional<int64_t> cache_mem_len = std::nullopt;
 };
 
 struct XLNetOutputs {
@@ -99,10 +113,12 @@ struct StreamMasks {
 StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
                              const std::string& attn_type, bool same_length);
 
-// [B, L, K] bool "different segment", mem columns count as segment 0;
-// undefined when token_type_ids is.
+// [B, L, K] bool "different segment", mem columns count as segment 0
+// unless `mems_token_type_ids` [B, M] gives theirs; undefined when
+// token_type_ids is.
 torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
-                               int64_t mlen);
+                               int64_t mlen,
+                               const torch::Tensor& mems_token_type_ids = {});
 
 // HF cache_mem: last mem_len rows of cat(prev [M, B, D], cur[:reuse_len]) with
 // cur time-major [L, B, D]; mem_len unset or 0 keeps everything (as HF).

@@ -147,6 +147,33 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
             std::string::npos);
 }
 
+TEST(ConfigTest, FinetuneLongInputs) {
+  auto config = ParseConfig("finetune:\n  long_inputs: chunk\n", "r.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "r.yaml:2: finetune.long_inputs: must be one of truncate, chunks "
+            "(got 'chunk') (did you mean 'chunks'?)");
+  config = ParseConfig("finetune:\n  max_chunks: 0\n", "r.yaml");
+  EXPECT_EQ(Message(config.status()).rfind("r.yaml:2: finetune.max_chunks", 0),
+            0u)
+      << Message(config.status());
+  config = ParseConfig("finetune:\n  mem_len: -2\n", "r.yaml");
+  EXPECT_EQ(Message(config.status()).rfind("r.yaml:2: finetune.mem_len", 0), 0u)
+      << Message(config.status());
+  config = ParseConfig(
+      "finetune:\n  long_inputs: chunks\n  max_chunks: 4\n  mem_len: 0\n",
+      "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->finetune.long_inputs, "chunks");
+  EXPECT_EQ(config->finetune.max_chunks, 4);
+  EXPECT_EQ(config->finetune.mem_len, 0);
+  // The defaults: truncation, as the official code.
+  config = ParseConfig("", "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->finetune.long_inputs, "truncate");
+  EXPECT_EQ(config->finetune.max_chunks, 8);
+  EXPECT_EQ(config->finetune.mem_len, -1);
+}
+
 TEST(ConfigTest, FinetuneInputColumns) {
   auto config = ParseConfig(
       "finetune:\n  text_column: review\n  text_b_column: title\n"
