@@ -510,6 +510,36 @@ TEST_F(PretrainE2ETest, BlendReportsTokensPerSourceAndResumesExactly) {
             0.0);
 }
 
+// A blend is rank-sliced like one directory: 2 Gloo ranks end with the
+// weights of 1 rank and log the same per-source tokens.
+TEST_F(PretrainE2ETest, BlendOnTwoGlooRanksMatchesOneRank) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir one, two;
+  const std::string sources = "[{path: " + tmp_->Join("data") +
+                              ", weight: 0.5, name: a}, {path: " +
+                              tmp_->Join("data_b") + ", name: b}]";
+  const std::string settings =
+      "--set train.max_steps=4 --set train.save_steps=0 --set "
+      "train.log_steps=1 --set model.dropout=0 --set "
+      "data.source_block_steps=1";
+  CommandResult r = RunCommand(BlendCommand(one.path(), sources, settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(
+      BlendCommand(two.path(), sources, settings + " --nproc_per_node 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LE(MaxAbsDiff(LoadModelWeights(one.Join("checkpoints/step_4")),
+                       LoadModelWeights(two.Join("checkpoints/step_4"))),
+            1e-6);
+  const auto m1 = ReadMetrics(one.path());
+  const auto m2 = ReadMetrics(two.path());
+  ASSERT_EQ(m1.size(), 4u);
+  ASSERT_EQ(m2.size(), 4u);
+  for (size_t i = 0; i < m1.size(); ++i) {
+    EXPECT_EQ(m1[i]["tokens_a"], m2[i]["tokens_a"]) << "line " << i;
+    EXPECT_EQ(m1[i]["tokens_b"], m2[i]["tokens_b"]) << "line " << i;
+  }
+}
+
 TEST_F(PretrainE2ETest, DataAndDataSourcesAreOneOrTheOther) {
   testing::TempDir run;
   CommandResult r = RunCommand(
