@@ -7,7 +7,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -82,6 +84,8 @@ void VisitData(S& c, V& v) {
   v("prefetch_batches", c.prefetch_batches);
   v("loader_threads", c.loader_threads);
   v("eval_fraction", c.eval_fraction);
+  v("sources", c.sources);
+  v("source_block_steps", c.source_block_steps);
 }
 
 template <typename S, typename V>
@@ -207,10 +211,12 @@ absl::Status CheckNotMoved(const std::string& where, const std::string& path) {
   return absl::OkStatus();
 }
 
-// The model keys whose home is the data section.
+// The model keys whose home is the data section; the default names of
+// data.sources.
 void DeriveModelKeys(Config& config) {
   config.model.reuse_len = config.data.reuse_len;
   config.model.bi_data = config.data.bi_data;
+  for (DataSource& s : config.data.sources) s.name = DataSourceName(s);
 }
 
 // Collects key names.
@@ -338,11 +344,91 @@ std::string LineOf(const std::string& location) {
   return "line " + location.substr(colon + 1);
 }
 
+// The keys of a data.sources entry.
+const std::vector<std::string>& SourceKeys() {
+  static const auto* keys =
+      new std::vector<std::string>{"path", "weight", "name"};
+  return *keys;
+}
+
+// Reads data.sources (`node`, set at `where`: "file:line" or "--set ...")
+// from a YAML list of {path, weight, name} maps. Records in `locations`
+// where each entry's keys were set ("data.sources[i].key"; a key left out
+// points at its entry), so the checks' errors name the line.
+absl::Status ReadSources(const YAML::Node& node, const std::string& source,
+                         const std::string& where, Locations* locations,
+                         std::vector<DataSource>* out) {
+  const bool from_file = where.rfind("--set ", 0) != 0;
+  auto at = [&](const YAML::Node& n) {
+    return from_file ? LocationOf(source, n) : where;
+  };
+  if (IsYamlNull(node)) {
+    out->clear();
+    return absl::OkStatus();
+  }
+  if (!node.IsSequence()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": data.sources: expected a list of {path, weight, name} maps ",
+        "(--set: data.sources=[{path: DIR_A, weight: 3}, {path: DIR_B}]), "
+        "got ",
+        Describe(node)));
+  }
+  std::vector<DataSource> sources;
+  for (const YAML::Node& entry : node) {
+    const std::string prefix = absl::StrCat("data.sources[", sources.size(),
+                                            "]");
+    if (!entry.IsMap()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at(entry), ": ", prefix,
+                       ": expected a map {path, weight, name}, got ",
+                       Describe(entry)));
+    }
+    DataSource s;
+    std::set<std::string> seen;
+    for (const auto& kv : entry) {
+      if (!kv.first.IsScalar()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at(kv.first), ": a key of ", prefix, " must be a string"));
+      }
+      const std::string key = kv.first.Scalar();
+      const std::string path = absl::StrCat(prefix, ".", key);
+      const auto& keys = SourceKeys();
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at(kv.first), ": unknown key '", path, "'", DidYouMean(key, keys),
+            "; an entry has path, weight and name"));
+      }
+      if (!seen.insert(key).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at(kv.first), ": duplicate key '", path, "'"));
+      }
+      (*locations)[path] = at(kv.first);
+      const bool ok = key == "weight"
+                          ? ReadYaml(kv.second, &s.weight)
+                          : ReadYaml(kv.second,
+                                     key == "path" ? &s.path : &s.name);
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at(kv.second), ": ", path, ": expected ",
+            key == "weight" ? "a number" : "a string", ", got ",
+            Describe(kv.second)));
+      }
+    }
+    for (const std::string& key : SourceKeys()) {
+      locations->emplace(absl::StrCat(prefix, ".", key), at(entry));
+    }
+    sources.push_back(std::move(s));
+  }
+  *out = std::move(sources);
+  return absl::OkStatus();
+}
+
 // Reads the fields of one section from a YAML mapping.
 struct YamlSectionReader {
   const YAML::Node& section;
   const std::string& name;
-  const Locations& locations;
+  const std::string& source;
+  Locations& locations;
   absl::Status status;
 
   template <typename T>
@@ -356,6 +442,14 @@ struct YamlSectionReader {
           absl::StrCat(locations.at(path), ": ", path, ": expected ",
                        TypeName(&field), ", got ", Describe(node)));
     }
+  }
+  void operator()(const char* key, std::vector<DataSource>& field) {
+    if (!status.ok()) return;
+    const YAML::Node node = section[key];
+    if (!node.IsDefined()) return;
+    status = ReadSources(node, source,
+                         locations.at(absl::StrCat(name, ".", key)),
+                         &locations, &field);
   }
 };
 
@@ -405,6 +499,19 @@ struct YamlWriter {
   void operator()(const char* key, const std::vector<std::string>& v) {
     out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (const auto& s : v) out << YAML::DoubleQuoted << s;
+    out << YAML::EndSeq;
+  }
+  void operator()(const char* key, const std::vector<DataSource>& v) {
+    out << YAML::Key << key << YAML::Value;
+    if (v.empty()) out << YAML::Flow;
+    out << YAML::BeginSeq;
+    for (const DataSource& s : v) {
+      out << YAML::BeginMap;
+      (*this)("path", s.path);
+      (*this)("weight", s.weight);
+      (*this)("name", s.name);
+      out << YAML::EndMap;
+    }
     out << YAML::EndSeq;
   }
 };
@@ -625,6 +732,33 @@ std::optional<Problem> CheckData(const DataConfig& d) {
   c.Check(d.loader_threads >= 1, "loader_threads", "must be >= 1");
   c.Check(d.eval_fraction >= 0 && d.eval_fraction < 1, "eval_fraction",
           "must be in [0, 1)" + Got(d.eval_fraction));
+  c.Check(d.source_block_steps >= 1, "source_block_steps",
+          "must be >= 1" + Got(d.source_block_steps));
+  std::map<std::string, size_t> names;
+  for (size_t i = 0; i < d.sources.size(); ++i) {
+    const DataSource& s = d.sources[i];
+    const std::string entry = absl::StrCat("sources[", i, "]");
+    const std::string name = DataSourceName(s);
+    c.Check(!s.path.empty(), (entry + ".path").c_str(),
+            "must name a prepared directory (xlnet-data prepare)");
+    c.Check(s.weight > 0 && std::isfinite(s.weight),
+            (entry + ".weight").c_str(),
+            "must be a finite number > 0" + Got(s.weight));
+    const bool name_ok =
+        !name.empty() &&
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"
+                               "UVWXYZ0123456789_-.") == std::string::npos;
+    c.Check(name_ok, (entry + ".name").c_str(),
+            absl::StrCat("'", name,
+                         "' must be letters, digits, '_', '-' or '.' (it "
+                         "names the metric tokens_<name>); set name"));
+    const auto [it, inserted] = names.emplace(name, i);
+    c.Check(inserted, (entry + ".name").c_str(),
+            absl::StrCat("'", name, "' is also the name of data.sources[",
+                         it->second,
+                         "]; names must be unique (set name to tell them "
+                         "apart)"));
+  }
   return c.problem();
 }
 
@@ -848,6 +982,13 @@ absl::Status CheckNoTokenStartingWithComma(const std::string& text,
 
 }  // namespace
 
+std::string DataSourceName(const DataSource& source) {
+  if (!source.name.empty()) return source.name;
+  std::string path = source.path;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return std::filesystem::path(path).filename().string();
+}
+
 std::vector<std::string> ConfigKeys(const std::string& section) {
   Config config;
   KeyCollector keys;
@@ -1013,7 +1154,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
     if (!status.ok()) return;
     const YAML::Node section = root[name];
     if (!section || section.IsNull()) return;
-    YamlSectionReader reader{section, name, locations, absl::OkStatus()};
+    YamlSectionReader reader{section, name, source, locations,
+                             absl::OkStatus()};
     visit(reader);
     status = reader.status;
   });

@@ -91,6 +91,28 @@ struct XLNetConfig {
   std::vector<std::string> architectures = {"XLNetLMHeadModel"};
 };
 
+// One prepared corpus of a blend (an entry of data.sources).
+struct DataSource {
+  // Directory made by `xlnet-data prepare` (relative paths are relative to
+  // the working directory, as --data is).
+  std::string path;
+  // Relative weight, > 0; the weights are normalised over the sources.
+  double weight = 1.0;
+  // Name in metrics (tokens_<name>) and errors: letters, digits, '_', '-',
+  // '.'. Empty = the directory's basename (DataSourceName); ParseConfig
+  // fills it in, so RUN/config.yaml records it.
+  std::string name;
+
+  bool operator==(const DataSource& o) const {
+    return path == o.path && weight == o.weight && name == o.name;
+  }
+  bool operator!=(const DataSource& o) const { return !(*this == o); }
+};
+
+// `source.name`, or when empty the basename of `source.path` ("a/wiki/"
+// -> "wiki").
+std::string DataSourceName(const DataSource& source);
+
 // Tokenizer, corpus shards and the permutation-LM sampler. Key names follow
 // the official XLNet flags.
 struct DataConfig {
@@ -128,6 +150,14 @@ struct DataConfig {
   int64_t loader_threads = 1;
   // Fraction of documents held out for evaluation (by document hash).
   double eval_fraction = 0.01;
+  // Corpora blended by weight (xlnet-pretrain; data_pipeline/README.md,
+  // "Blending corpora"). Empty: the one directory of --data. In YAML a list
+  // of maps {path: DIR, weight: W, name: NAME}; with --set the same list in
+  // YAML flow syntax: data.sources=[{path: a, weight: 3}, {path: b}].
+  std::vector<DataSource> sources;
+  // Steps of one blend block: for a block of this many steps each batch row
+  // reads one source, drawn by weight (BlendSampler).
+  int64_t source_block_steps = 100;
 };
 
 // The trainer, shared by pretraining and fine-tuning.

@@ -1,7 +1,6 @@
 #include "data_pipeline/blend_sampler.h"
 
 #include <cmath>
-#include <filesystem>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -14,12 +13,6 @@ namespace {
 
 // Key of the source draw, so it never collides with the masking generator.
 constexpr uint64_t kBlendKey = 0xB1E7D50C4CEULL;
-
-std::string DefaultName(const std::string& path) {
-  std::filesystem::path p(path);
-  while (!p.empty() && p.filename().empty()) p = p.parent_path();
-  return p.filename().string();
-}
 
 }  // namespace
 
@@ -39,7 +32,7 @@ absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
   double total = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
     BlendSource& s = sources[i];
-    if (s.name.empty()) s.name = DefaultName(s.path);
+    s.name = DataSourceName(s);
     if (!(s.weight > 0) || !std::isfinite(s.weight)) {
       return absl::InvalidArgumentError(
           absl::StrCat("data.sources[", i, "] (", s.path, "): weight ",

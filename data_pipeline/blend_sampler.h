@@ -35,17 +35,10 @@
 
 namespace xlnet::data {
 
-// One corpus of a blend.
-struct BlendSource {
-  // Directory made by `xlnet-data prepare`.
-  std::string path;
-  // Relative weight, > 0 (normalised over the sources).
-  double weight = 1.0;
-  // Name in metrics and errors; empty = the directory's basename.
-  std::string name;
-};
+// One corpus of a blend: {path, weight, name} (config.h, data.sources).
+using BlendSource = ::xlnet::DataSource;
 
-class BlendSampler {
+class BlendSampler : public BatchSource {
  public:
   // Opens every source with `options` (its prefetching is not used: batches
   // are built inside Next()). All sources must share the tokenizer (manifest
@@ -54,9 +47,9 @@ class BlendSampler {
       std::vector<BlendSource> sources, const SamplerOptions& options,
       int64_t block_steps);
 
-  PlmBatch Next();
-  SamplerState State() const;
-  absl::Status Restore(const SamplerState& state);
+  PlmBatch Next() override;
+  SamplerState State() const override;
+  absl::Status Restore(const SamplerState& state) override;
 
   // The batch of `step` for the given global rows. Thread-safe.
   PlmBatch BuildBatch(int64_t step, const std::vector<int64_t>& rows) const;
@@ -70,8 +63,12 @@ class BlendSampler {
 
   const std::vector<BlendSource>& sources() const { return sources_; }
   const Sampler& source(int i) const { return *samplers_[i]; }
-  const std::vector<int64_t>& local_rows() const {
+  const std::vector<int64_t>& local_rows() const override {
     return samplers_[0]->local_rows();
+  }
+  // The first source's (every source has the same, checked by Create).
+  const Tokenizer& tokenizer() const override {
+    return samplers_[0]->tokenizer();
   }
   int64_t block_steps() const { return block_steps_; }
 

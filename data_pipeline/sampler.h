@@ -86,29 +86,43 @@ struct SamplerOptions {
   bool verify = false;
 };
 
-class Sampler {
+// What a training unit reads batches from: one prepared directory
+// (Sampler) or a blend of several (BlendSampler, blend_sampler.h).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // The next batch of this rank.
+  virtual PlmBatch Next() = 0;
+  virtual SamplerState State() const = 0;
+  virtual absl::Status Restore(const SamplerState& state) = 0;
+  // Rows of this rank, in batch order (global row indices).
+  virtual const std::vector<int64_t>& local_rows() const = 0;
+  // The tokenizer the shards were made with.
+  virtual const Tokenizer& tokenizer() const = 0;
+};
+
+class Sampler : public BatchSource {
  public:
   // Opens `data_dir` (from `xlnet-data prepare`). The tokenizer is
   // data.tokenizer or the spiece.model beside the shards; it must be the
   // one the shards were made with.
   static absl::StatusOr<std::unique_ptr<Sampler>> Create(
       const std::string& data_dir, const SamplerOptions& options);
-  ~Sampler();
+  ~Sampler() override;
 
-  // The next batch of this rank.
-  PlmBatch Next();
-  SamplerState State() const;
-  absl::Status Restore(const SamplerState& state);
-
-  // Rows of this rank, in batch order (global row indices).
-  const std::vector<int64_t>& local_rows() const { return local_rows_; }
+  PlmBatch Next() override;
+  SamplerState State() const override;
+  absl::Status Restore(const SamplerState& state) override;
+  const std::vector<int64_t>& local_rows() const override {
+    return local_rows_;
+  }
   int64_t global_batch_size() const { return options_.batch_size; }
   int64_t num_streams() const { return num_streams_; }
   int64_t stream_length() const { return stream_length_; }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   const Corpus& corpus() const { return corpus_; }
   const ShardSet& shards() const { return *shards_; }
-  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
   const SamplerOptions& options() const { return options_; }
 
   // The batch of `step` for the given global rows (any rows; used by Next,

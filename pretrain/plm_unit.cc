@@ -56,8 +56,38 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   sampler_options.seed = train.seed;
   sampler_options.rank = options.rank;
   sampler_options.world_size = options.world_size;
-  XLNET_ASSIGN_OR_RETURN(
-      unit->train_, data::Sampler::Create(options.data_dir, sampler_options));
+  const std::vector<DataSource>& sources = config.data.sources;
+  if (sources.empty() == options.data_dir.empty()) {
+    return absl::InvalidArgumentError(
+        sources.empty()
+            ? "no data: give --data DIR or set data.sources in the config"
+            : "both --data and data.sources are set; use one or the other "
+              "(a single source is data.sources: [{path: DIR}])");
+  }
+  // The train or eval split: a Sampler of --data or a blend of the sources.
+  auto open_split = [&](const data::SamplerOptions& o)
+      -> absl::StatusOr<std::unique_ptr<data::BatchSource>> {
+    if (sources.empty()) {
+      XLNET_ASSIGN_OR_RETURN(auto sampler,
+                             data::Sampler::Create(options.data_dir, o));
+      return std::unique_ptr<data::BatchSource>(std::move(sampler));
+    }
+    XLNET_ASSIGN_OR_RETURN(
+        auto blend,
+        data::BlendSampler::Create(sources, o, config.data.source_block_steps));
+    return std::unique_ptr<data::BatchSource>(std::move(blend));
+  };
+  XLNET_ASSIGN_OR_RETURN(unit->train_, open_split(sampler_options));
+  // The samplers whose training splits make up the data.
+  std::vector<const data::Sampler*> parts;
+  if (sources.empty()) {
+    parts.push_back(static_cast<const data::Sampler*>(unit->train_.get()));
+  } else {
+    unit->blend_ = static_cast<const data::BlendSampler*>(unit->train_.get());
+    for (size_t i = 0; i < sources.size(); ++i) {
+      parts.push_back(&unit->blend_->source(static_cast<int>(i)));
+    }
+  }
   if (unit->train_->tokenizer().vocab_size() > config.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the tokenizer has ", unit->train_->tokenizer().vocab_size(),
@@ -66,18 +96,38 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   if (train.eval_steps > 0 && config.data.eval_fraction > 0) {
     sampler_options.split = data::Split::kEval;
     sampler_options.data.prefetch_batches = 0;
-    XLNET_ASSIGN_OR_RETURN(
-        unit->eval_, data::Sampler::Create(options.data_dir, sampler_options));
-    // Unigram baseline: token frequencies of the training split.
-    const data::Corpus& corpus = unit->train_->corpus();
+    XLNET_ASSIGN_OR_RETURN(unit->eval_, open_split(sampler_options));
+    // Unigram baseline: token frequencies of the training split. A blend
+    // counts every source's training split in proportion to its weight
+    // (each source's frequencies normalised, then mixed by the normalised
+    // weights), the mixture the batches are drawn from; with one source
+    // this is exactly the single-directory baseline.
     std::vector<double> counts(config.model.vocab_size, 1.0);
+    std::vector<double> part_counts(config.model.vocab_size);
     std::vector<int32_t> chunk(1 << 20);
-    for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
-      const int64_t n = std::min<int64_t>(chunk.size(), corpus.size() - begin);
-      corpus.CopyIds(begin, n, chunk.data());
-      for (int64_t i = 0; i < n; ++i) {
-        if (chunk[i] >= 0 && chunk[i] < config.model.vocab_size)
-          counts[chunk[i]] += 1;
+    double total_weight = 0;
+    for (const DataSource& s : sources) total_weight += s.weight;
+    int64_t all_tokens = 0;
+    for (const data::Sampler* part : parts) all_tokens += part->corpus().size();
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const data::Corpus& corpus = parts[p]->corpus();
+      std::fill(part_counts.begin(), part_counts.end(), 0.0);
+      for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
+        const int64_t n =
+            std::min<int64_t>(chunk.size(), corpus.size() - begin);
+        corpus.CopyIds(begin, n, chunk.data());
+        for (int64_t i = 0; i < n; ++i) {
+          if (chunk[i] >= 0 && chunk[i] < config.model.vocab_size)
+            part_counts[chunk[i]] += 1;
+        }
+      }
+      // Weighted share of all training tokens this source stands for.
+      const double scale =
+          parts.size() == 1 || corpus.size() == 0
+              ? 1.0
+              : sources[p].weight / total_weight * all_tokens / corpus.size();
+      for (size_t v = 0; v < counts.size(); ++v) {
+        counts[v] += scale * part_counts[v];
       }
     }
     const torch::Tensor freq = torch::tensor(counts, torch::kFloat64);
@@ -209,6 +259,17 @@ StepOutput PlmUnit::TrainStep() {
     out = Forward(slice, &mems_[micro_]);
   }
   micro_ = (micro_ + 1) % accum_;
+  return out;
+}
+
+std::map<std::string, double> PlmUnit::LogValues(int64_t steps_done) {
+  if (blend_ == nullptr) return {};
+  const std::vector<int64_t> tokens = blend_->TokensConsumed(steps_done);
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    out["tokens_" + blend_->sources()[i].name] =
+        static_cast<double>(tokens[i]);
+  }
   return out;
 }
 

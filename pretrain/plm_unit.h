@@ -6,6 +6,11 @@
 // micro-batches see exactly the rows of one k-times-larger batch. Memory is
 // carried per slice across steps (row r at step t+1 continues row r at t),
 // detached, and saved with the sampler position in every checkpoint.
+//
+// The batches come from one prepared directory (`data_dir`, a Sampler) or,
+// when config.data.sources is set, from a BlendSampler over those corpora
+// (train split for training, eval split for evaluation); each training
+// metrics line then carries the cumulative tokens_<name> of every source.
 #pragma once
 
 #include <memory>
@@ -14,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "data_pipeline/blend_sampler.h"
 #include "data_pipeline/sampler.h"
 #include "model/xlnet.h"
 #include "train/trainer.h"
@@ -22,7 +28,8 @@ namespace xlnet {
 
 struct PlmUnitOptions {
   Config config;
-  // Prepared shards (xlnet-data prepare).
+  // Prepared shards (xlnet-data prepare). Exactly one of this and
+  // config.data.sources is set.
   std::string data_dir;
   // Start from this model directory instead of a fresh initialisation.
   std::string init_dir;
@@ -43,12 +50,16 @@ class PlmUnit : public TrainUnit {
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;
+  // With data.sources: "tokens_<name>" -> tokens of that source in the
+  // global batches of steps [0, steps_done) (BlendSampler::TokensConsumed;
+  // the same on every rank). Empty for a single --data directory.
+  std::map<std::string, double> LogValues(int64_t steps_done) override;
   absl::Status SaveUnitState(
       int rank, std::map<std::string, NamedTensors>* files) override;
   absl::Status LoadUnitState(const std::string& dir, int rank) override;
 
   XLNetLMHeadModel& model() { return model_; }
-  const data::Sampler& sampler() const { return *train_; }
+  const data::BatchSource& sampler() const { return *train_; }
 
  private:
   PlmUnit(Config config, torch::Device device, torch::ScalarType dtype)
@@ -63,8 +74,10 @@ class PlmUnit : public TrainUnit {
   torch::Device device_;
   torch::ScalarType dtype_;
   XLNetLMHeadModel model_{nullptr};
-  std::unique_ptr<data::Sampler> train_;
-  std::unique_ptr<data::Sampler> eval_;
+  std::unique_ptr<data::BatchSource> train_;
+  std::unique_ptr<data::BatchSource> eval_;
+  // train_ as a blend (data.sources), else null.
+  const data::BlendSampler* blend_ = nullptr;
   int64_t accum_ = 1;
   int64_t micro_ = 0;
   data::PlmBatch current_;

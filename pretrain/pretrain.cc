@@ -23,6 +23,18 @@ absl::Status RunPretraining(const PretrainOptions& options) {
                                     {"model", "data", "train"}));
   XLNET_RETURN_IF_ERROR(
       CheckModelFitsInMemory(config.model, options.config_path, "model."));
+  // The data: one prepared directory (--data) or a blend (data.sources).
+  if (config.data.sources.empty() && options.data_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data is required unless ", options.config_path,
+        " sets data.sources; see xlnet-pretrain --help"));
+  }
+  if (!config.data.sources.empty() && !options.data_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data ", options.data_dir, " and data.sources (",
+        options.config_path,
+        ") both name training data; use one or the other"));
+  }
   XLNET_ASSIGN_OR_RETURN(const bool launched,
                          LaunchLocalRanksIfAsked(options.launch));
   if (launched) return absl::OkStatus();

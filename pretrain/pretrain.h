@@ -15,7 +15,8 @@ struct PretrainOptions {
   // YAML config (--config) and its `section.key=value` overrides (--set).
   std::string config_path;
   std::vector<std::string> overrides;
-  // Prepared shards (xlnet-data prepare).
+  // Prepared shards (xlnet-data prepare); empty when the config sets
+  // data.sources (one of the two is required).
   std::string data_dir;
   // Run directory: config.yaml, metrics.jsonl, checkpoints/.
   std::string out_dir;

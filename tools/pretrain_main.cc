@@ -10,11 +10,14 @@ absl::Status Run(int argc, char** argv) {
   xlnet::PretrainOptions o;
   xlnet::FlagParser flags(
       "xlnet-pretrain",
-      "--config CFG.yaml --data DATA_DIR --out RUN_DIR [--set k=v ...] "
+      "--config CFG.yaml (--data DATA_DIR | data.sources in CFG) --out "
+      "RUN_DIR [--set k=v ...] "
       "[--resume latest|CHECKPOINT_DIR | --overwrite] [--init MODEL_DIR] "
       "[--nproc_per_node N]");
   flags.AddConfigFlags(&o.config_path, &o.overrides);
-  flags.AddString("data", &o.data_dir, "prepared shards (xlnet-data prepare)");
+  flags.AddString("data", &o.data_dir,
+                  "prepared shards (xlnet-data prepare); required unless the "
+                  "config blends corpora with data.sources");
   flags.AddString("out", &o.out_dir,
                   "run directory: config.yaml, metrics.jsonl, checkpoints/");
   flags.AddString(
@@ -27,7 +30,7 @@ absl::Status Run(int argc, char** argv) {
   flags.AddString("init", &o.init_dir,
                   "start from this model directory (HF layout)");
   xlnet::AddLaunchFlags(flags, &o.launch);
-  for (const char* name : {"config", "data", "out"}) flags.Require(name);
+  for (const char* name : {"config", "out"}) flags.Require(name);
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();

@@ -605,6 +605,7 @@ absl::Status Trainer::Log(const StepRecord& r) {
                          {"grad_norm", r.grad_norm},
                          {"tokens_per_sec", tokens_per_sec}};
   for (const auto& [k, v] : r.metrics) line[k] = v;
+  for (const auto& [k, v] : unit_->LogValues(step_)) line[k] = v;
   if (skipped_ > 0) line["skipped_steps"] = skipped_;
   if (scaler_) line["loss_scale"] = scaler_->scale();
   XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));

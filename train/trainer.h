@@ -58,6 +58,12 @@ class TrainUnit {
   virtual StepOutput TrainStep() = 0;
   // Held-out evaluation; keys are logged with an "eval_" prefix.
   virtual std::map<std::string, double> Evaluate() { return {}; }
+  // Extra numbers for the training metrics line (metrics.jsonl and
+  // TensorBoard) logged after `steps_done` optimizer steps, e.g. cumulative
+  // tokens per data source. Called on every rank; rank 0's are written.
+  virtual std::map<std::string, double> LogValues(int64_t steps_done) {
+    return {};
+  }
   // Unit state beyond the weights (data position, memory, ...): tensors
   // added to `files` (file name -> tensors) for this rank; LoadUnitState gets
   // the checkpoint directory back.

@@ -464,5 +464,122 @@ TEST(ConfigTest, LoneCarriageReturnIsRefusedAndCrLfParses) {
   EXPECT_EQ(crlf->model.d_model, 8);
 }
 
+// data.sources (#17): a list of {path, weight, name}; names default to the
+// directory's basename and are written back, so RUN/config.yaml round-trips.
+TEST(ConfigTest, DataSourcesParseAndRoundTrip) {
+  const std::string text =
+      "data:\n"
+      "  sources:\n"
+      "    - path: corpora/wiki/\n"
+      "      weight: 0.75\n"
+      "    - {path: /data/books, weight: 0.25, name: novels}\n"
+      "    - path: web\n"
+      "  source_block_steps: 20\n";
+  auto config = ParseConfig(text, "s.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::vector<DataSource> expected = {
+      {"corpora/wiki/", 0.75, "wiki"},
+      {"/data/books", 0.25, "novels"},
+      {"web", 1.0, "web"}};
+  EXPECT_EQ(config->data.sources, expected);
+  EXPECT_EQ(config->data.source_block_steps, 20);
+  const std::string yaml = ConfigToYaml(*config);
+  auto again = ParseConfig(yaml, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  EXPECT_EQ(again->data.sources, config->data.sources);
+  EXPECT_EQ(again->data.source_block_steps, 20);
+  EXPECT_EQ(ConfigToYaml(*again), yaml);
+  // Defaults: no sources (the --data directory), blocks of 100 steps; an
+  // empty list writes and reads back as such.
+  auto plain = ParseConfig("", "p.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->data.sources.empty());
+  EXPECT_EQ(plain->data.source_block_steps, 100);
+  auto plain_again = ParseConfig(ConfigToYaml(*plain), "p2.yaml");
+  ASSERT_TRUE(plain_again.ok()) << plain_again.status();
+  EXPECT_TRUE(plain_again->data.sources.empty());
+  EXPECT_EQ(DataSourceName({"a/b//", 1.0, ""}), "b");
+  EXPECT_EQ(DataSourceName({"a/b", 1.0, "x"}), "x");
+}
+
+TEST(ConfigTest, BadDataSourcesNameTheEntry) {
+  auto error = [](const std::string& text,
+                  const std::vector<std::string>& overrides = {}) {
+    auto config = ParseConfig(text, "s.yaml", overrides);
+    EXPECT_FALSE(config.ok()) << text;
+    return config.ok() ? std::string() : Message(config.status());
+  };
+  EXPECT_EQ(error("data:\n  sources:\n    - path: a\n    - path: b\n"
+                  "      wieght: 2\n"),
+            "s.yaml:5: unknown key 'data.sources[1].wieght' (did you mean "
+            "'weight'?); an entry has path, weight and name");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: a\n      weight: 0\n"),
+            "s.yaml:4: data.sources[0].weight: must be a finite number > 0 "
+            "(got 0)");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: a\n      weight: -1.5\n"),
+            "s.yaml:4: data.sources[0].weight: must be a finite number > 0 "
+            "(got -1.5)");
+  EXPECT_EQ(error("data:\n  sources:\n    - weight: 2\n"),
+            "s.yaml:3: data.sources[0].path: must name a prepared directory "
+            "(xlnet-data prepare)");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: ''\n"),
+            "s.yaml:3: data.sources[0].path: must name a prepared directory "
+            "(xlnet-data prepare)");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: x/wiki\n"
+                  "    - path: y/wiki\n"),
+            "s.yaml:4: data.sources[1].name: 'wiki' is also the name of "
+            "data.sources[0]; names must be unique (set name to tell them "
+            "apart)");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: a\n      name: my corpus\n"),
+            "s.yaml:4: data.sources[0].name: 'my corpus' must be letters, "
+            "digits, '_', '-' or '.' (it names the metric tokens_<name>); "
+            "set name");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: a\n      weight: heavy\n"),
+            "s.yaml:4: data.sources[0].weight: expected a number, got "
+            "'heavy'");
+  EXPECT_EQ(error("data:\n  sources:\n    - path: a\n      path: b\n"),
+            "s.yaml:4: duplicate key 'data.sources[0].path'");
+  EXPECT_EQ(error("data:\n  sources:\n    - a_dir\n"),
+            "s.yaml:3: data.sources[0]: expected a map {path, weight, name}, "
+            "got 'a_dir'");
+  EXPECT_NE(error("data:\n  sources: a_dir\n").find(
+                "s.yaml:2: data.sources: expected a list of {path, weight, "
+                "name} maps"),
+            std::string::npos);
+  EXPECT_EQ(error("data:\n  source_block_steps: 0\n"),
+            "s.yaml:2: data.source_block_steps: must be >= 1 (got 0)");
+}
+
+// --set data.sources takes the list in YAML flow syntax; errors name the
+// override.
+TEST(ConfigTest, DataSourcesFromSetUseYamlFlowSyntax) {
+  auto config = ParseConfig(
+      "data:\n  sources:\n    - path: old\n", "s.yaml",
+      {"data.sources=[{path: dirA, weight: 0.75, name: wiki}, "
+       "{path: dirB, weight: 0.25}]"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::vector<DataSource> expected = {{"dirA", 0.75, "wiki"},
+                                            {"dirB", 0.25, "dirB"}};
+  EXPECT_EQ(config->data.sources, expected);
+  const std::string set = "data.sources=[{path: a, wieght: 2}]";
+  config = ParseConfig("", "s.yaml", {set});
+  EXPECT_EQ(Message(config.status()),
+            "--set " + set +
+                ": unknown key 'data.sources[0].wieght' (did you mean "
+                "'weight'?); an entry has path, weight and name");
+  config = ParseConfig("", "s.yaml", {"data.sources=dirA:0.5"});
+  EXPECT_NE(Message(config.status())
+                .find("--set data.sources=dirA:0.5: data.sources: expected a "
+                      "list of {path, weight, name} maps (--set: "
+                      "data.sources=[{path: DIR_A, weight: 3}, {path: DIR_B}])"),
+            std::string::npos)
+      << config.status();
+  // An empty list turns blending off again.
+  config = ParseConfig("data:\n  sources:\n    - path: a\n", "s.yaml",
+                       {"data.sources=[]"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->data.sources.empty());
+}
+
 }  // namespace
 }  // namespace xlnet

@@ -14,6 +14,7 @@
 
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "data_pipeline/blend_sampler.h"
 #include "model_io/checkpoint_manager.h"
 #include "pretrain/plm_unit.h"
 #include "tests/test_util.h"
@@ -35,6 +36,11 @@ class PretrainE2ETest : public ::testing::Test {
   static void SetUpTestSuite() {
     tmp_ = new testing::TempDir();
     testing::PrepareSampleData(tmp_->path());
+    // A second source for the blending tests: the same shards under another
+    // directory (a blend only needs the same tokenizer).
+    const CommandResult r = RunCommand("cp -r " + tmp_->Join("data") + " " +
+                                       tmp_->Join("data_b"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static void TearDownTestSuite() { delete tmp_; }
 
@@ -44,6 +50,17 @@ class PretrainE2ETest : public ::testing::Test {
     return ToolPath("pretrain") + " --config " +
            SourcePath("configs/tiny.yaml") + " --data " + tmp_->Join("data") +
            " --out " + run_dir +
+           " --set train.threads=1 --set train.eval_steps=0 " + extra;
+  }
+
+  // The same run reading `sources` (data.sources in YAML flow syntax)
+  // instead of --data.
+  static std::string BlendCommand(const std::string& run_dir,
+                                  const std::string& sources,
+                                  const std::string& extra) {
+    return ToolPath("pretrain") + " --config " +
+           SourcePath("configs/tiny.yaml") + " --set 'data.sources=" +
+           sources + "' --out " + run_dir +
            " --set train.threads=1 --set train.eval_steps=0 " + extra;
   }
 
@@ -385,6 +402,174 @@ TEST_F(PretrainE2ETest, ThreadCountsAreCapped) {
   EXPECT_NE(r.output.find("train.threads=100000"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("data.loader_threads=100000"), std::string::npos)
+      << r.output;
+}
+
+// Blending (#17): one source of weight 1 through data.sources is the --data
+// run, loss for loss, and reports its tokens.
+TEST_F(PretrainE2ETest, OneDataSourceMatchesDataBitForBit) {
+  testing::TempDir plain, blended;
+  const std::string settings =
+      "--set train.max_steps=6 --set train.log_steps=1 "
+      "--set train.save_steps=0";
+  CommandResult r = RunCommand(Command(plain.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(BlendCommand(
+      blended.path(), "[{path: " + tmp_->Join("data") + "}]", settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<double> expected = LoggedLosses(plain.path());
+  ASSERT_EQ(expected.size(), 6u);
+  EXPECT_EQ(LoggedLosses(blended.path()), expected);
+  EXPECT_EQ(MaxAbsDiff(LoadModelWeights(plain.Join("checkpoints/step_6")),
+                       LoadModelWeights(blended.Join("checkpoints/step_6"))),
+            0.0);
+  // tiny.yaml: global batch 8 x 64 tokens per step, all from "data".
+  for (const auto& m : ReadMetrics(blended.path())) {
+    EXPECT_EQ(m["tokens_data"].get<double>(),
+              static_cast<double>(m["step"].get<int64_t>() * 8 * 64));
+  }
+  for (const auto& m : ReadMetrics(plain.path())) {
+    EXPECT_FALSE(m.contains("tokens_data"));
+  }
+  // The checkpoint carries the source's tokenizer; config.yaml the sources.
+  const auto tokenizer =
+      ReadFile(blended.Join("checkpoints/step_6/spiece.model"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ(*tokenizer, *ReadFile(plain.Join("checkpoints/step_6/spiece.model")));
+  auto config = LoadConfig(blended.Join("config.yaml"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->data.sources.size(), 1u);
+  EXPECT_EQ(config->data.sources[0].name, "data");
+}
+
+// Two sources weighted 0.75/0.25: every metrics line has each source's
+// cumulative tokens, exactly BlendSampler::TokensConsumed, summing to
+// steps x batch x seq_len, with shares near the weights; a run resumed
+// from a checkpoint continues with the same losses, counts and weights.
+TEST_F(PretrainE2ETest, BlendReportsTokensPerSourceAndResumesExactly) {
+  testing::TempDir full, resumed;
+  const std::string sources = "[{path: " + tmp_->Join("data") +
+                              ", weight: 0.75, name: a}, {path: " +
+                              tmp_->Join("data_b") +
+                              ", weight: 0.25, name: b}]";
+  // Blocks of one step: 8 rows x 30 steps = 240 draws.
+  const std::string settings =
+      "--set train.max_steps=30 --set train.log_steps=1 "
+      "--set train.save_steps=10 --set data.source_block_steps=1 "
+      "--set train.eval_batches=1";
+  CommandResult r = RunCommand(BlendCommand(
+      full.path(), sources, settings + " --set train.eval_steps=15"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<nlohmann::json> metrics = ReadMetrics(full.path());
+
+  auto config = LoadConfig(full.Join("config.yaml"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  data::SamplerOptions options;
+  options.data = config->data;
+  options.batch_size = config->train.batch_size;
+  options.seed = config->train.seed;
+  auto blend = data::BlendSampler::Create(config->data.sources, options,
+                                          config->data.source_block_steps);
+  ASSERT_TRUE(blend.ok()) << blend.status();
+  int64_t train_lines = 0, eval_lines = 0;
+  double last_tokens_a = 0;
+  for (const auto& m : metrics) {
+    if (m.contains("eval_loss")) {
+      ++eval_lines;
+      EXPECT_LT(m["eval_unigram_loss"].get<double>(), 6.9);
+      continue;
+    }
+    ++train_lines;
+    const int64_t step = m["step"].get<int64_t>();
+    const std::vector<int64_t> tokens = (*blend)->TokensConsumed(step);
+    EXPECT_EQ(m["tokens_a"].get<double>(), static_cast<double>(tokens[0]))
+        << "step " << step;
+    EXPECT_EQ(m["tokens_b"].get<double>(), static_cast<double>(tokens[1]))
+        << "step " << step;
+    EXPECT_EQ(tokens[0] + tokens[1], step * 8 * 64);
+    last_tokens_a = m["tokens_a"].get<double>();
+  }
+  EXPECT_EQ(train_lines, 30);
+  EXPECT_EQ(eval_lines, 2);
+  // 240 independent draws: the standard deviation of a share is
+  // sqrt(0.75 * 0.25 / 240) = 0.028; allow 0.1.
+  const double share_a = last_tokens_a / (30.0 * 8 * 64);
+  EXPECT_NEAR(share_a, 0.75, 0.1);
+  RecordProperty("token_share_a", std::to_string(share_a));
+
+  // The same run killed after its step-20 checkpoint: a copy of the run
+  // without step_30, resumed (metrics after step 20 are dropped and redone).
+  r = RunCommand("cp -r " + full.path() + "/. " + resumed.path() + " && rm -r " +
+                 resumed.Join("checkpoints/step_30"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(BlendCommand(resumed.path(), sources,
+                              settings +
+                                  " --set train.eval_steps=15 --resume latest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step_20 at step 20"), std::string::npos)
+      << r.output;
+  const std::vector<nlohmann::json> again = ReadMetrics(resumed.path());
+  ASSERT_EQ(again.size(), metrics.size());
+  for (size_t i = 0; i < again.size(); ++i) {
+    for (const char* key : {"step", "loss", "tokens_a", "tokens_b",
+                            "eval_loss", "eval_unigram_loss"}) {
+      EXPECT_EQ(again[i].contains(key), metrics[i].contains(key)) << key;
+      if (metrics[i].contains(key)) {
+        EXPECT_EQ(again[i][key], metrics[i][key]) << key << " line " << i;
+      }
+    }
+  }
+  EXPECT_EQ(MaxAbsDiff(LoadModelWeights(full.Join("checkpoints/step_30")),
+                       LoadModelWeights(resumed.Join("checkpoints/step_30"))),
+            0.0);
+}
+
+// A blend is rank-sliced like one directory: 2 Gloo ranks end with the
+// weights of 1 rank and log the same per-source tokens.
+TEST_F(PretrainE2ETest, BlendOnTwoGlooRanksMatchesOneRank) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir one, two;
+  const std::string sources = "[{path: " + tmp_->Join("data") +
+                              ", weight: 0.5, name: a}, {path: " +
+                              tmp_->Join("data_b") + ", name: b}]";
+  const std::string settings =
+      "--set train.max_steps=4 --set train.save_steps=0 --set "
+      "train.log_steps=1 --set model.dropout=0 --set "
+      "data.source_block_steps=1";
+  CommandResult r = RunCommand(BlendCommand(one.path(), sources, settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(
+      BlendCommand(two.path(), sources, settings + " --nproc_per_node 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LE(MaxAbsDiff(LoadModelWeights(one.Join("checkpoints/step_4")),
+                       LoadModelWeights(two.Join("checkpoints/step_4"))),
+            1e-6);
+  const auto m1 = ReadMetrics(one.path());
+  const auto m2 = ReadMetrics(two.path());
+  ASSERT_EQ(m1.size(), 4u);
+  ASSERT_EQ(m2.size(), 4u);
+  for (size_t i = 0; i < m1.size(); ++i) {
+    EXPECT_EQ(m1[i]["tokens_a"], m2[i]["tokens_a"]) << "line " << i;
+    EXPECT_EQ(m1[i]["tokens_b"], m2[i]["tokens_b"]) << "line " << i;
+  }
+}
+
+TEST_F(PretrainE2ETest, DataAndDataSourcesAreOneOrTheOther) {
+  testing::TempDir run;
+  CommandResult r = RunCommand(
+      Command(run.path(), "--set 'data.sources=[{path: " +
+                              tmp_->Join("data_b") + "}]'"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("use one or the other"), std::string::npos)
+      << r.output;
+  // A missing source is named.
+  r = RunCommand(BlendCommand(
+      run.path(),
+      "[{path: " + tmp_->Join("data") + "}, {path: " + run.Join("nowhere") +
+          ", name: gone}]",
+      "--set train.max_steps=1"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data source 'gone'"), std::string::npos)
       << r.output;
 }
 
