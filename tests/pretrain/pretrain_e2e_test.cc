@@ -502,7 +502,9 @@ TEST_F(PretrainE2ETest, BlendReportsTokensPerSourceAndResumesExactly) {
   r = RunCommand("cp -r " + full.path() + "/. " + resumed.path() + " && rm -r " +
                  resumed.Join("checkpoints/step_30"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = RunCommand(BlendCommand(resumed.path(), sources,
+  // (INFO lines on: CTest runs the tests with XLNET_LOG_LEVEL=warning.)
+  r = RunCommand("XLNET_LOG_LEVEL=info " +
+                 BlendCommand(resumed.path(), sources,
                               settings +
                                   " --set train.eval_steps=15 --resume latest"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
