@@ -213,8 +213,7 @@ absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
     absl::StatusOr<nlohmann::json> j = ParseJson(line, path);
     if (!j.ok() || !j->is_object()) continue;
     if (j->contains("step")) {
-      absl::StatusOr<int64_t> s =
-          JsonInteger((*j)["step"], path, 0, INT64_MAX);
+      absl::StatusOr<int64_t> s = JsonInteger((*j)["step"], path, 0, INT64_MAX);
       if (!s.ok() || *s > step) continue;
     }
     kept += line + "\n";
@@ -244,11 +243,11 @@ absl::Status Trainer::Save(int64_t step) {
     contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
     contents.text_files = options_.extra_files;
     contents.text_files["config.yaml"] = options_.config_yaml;
-    nlohmann::json state = {{"step", step},
-                            {"skipped_steps", skipped_},
-                            {"world_size", world_size()},
-                            {"evals_without_improvement",
-                             evals_without_improvement_}};
+    nlohmann::json state = {
+        {"step", step},
+        {"skipped_steps", skipped_},
+        {"world_size", world_size()},
+        {"evals_without_improvement", evals_without_improvement_}};
     if (scaler_) {
       state["loss_scale"] = scaler_->scale();
       state["loss_scale_growth_tracker"] = scaler_->growth_tracker();
@@ -679,11 +678,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
       // Every rank evaluates the same numbers (TrainUnit::Evaluate), so
       // every rank takes this branch at the same step.
-      if (train.patience > 0 &&
-          evals_without_improvement_ >= train.patience && step_ < train.max_steps) {
+      if (train.patience > 0 && evals_without_improvement_ >= train.patience &&
+          step_ < train.max_steps) {
         if (rank() == 0) {
           XLOG(INFO) << "early stopping at step " << step_ << ": "
-                     << options_.best_metric << " has not improved by more than "
+                     << options_.best_metric
+                     << " has not improved by more than "
                      << train.patience_min_delta << " in "
                      << evals_without_improvement_
                      << " evaluations (train.patience=" << train.patience

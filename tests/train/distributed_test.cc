@@ -56,7 +56,10 @@ TEST(ProcessGroupTest, CollectivesAndConfigCheck) {
   });
 }
 
-// A two-layer net; each rank sees half of the batch.
+// A two-layer net; each rank sees half of the batch. Nets and batches are made
+// on the test's thread before the rank threads start: both seed the global
+// generator, and two threads seeding and drawing from it at once got different
+// weights under load (the flake seen in CI).
 struct Net {
   torch::nn::Linear l1{nullptr}, l2{nullptr};
   NamedTensors params;
@@ -82,16 +85,18 @@ torch::Tensor Batch() {
 TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
   XLNET_SKIP_WITHOUT_GLOO();
   Net reference;
-  reference.Loss(Batch()).backward();
+  const torch::Tensor batch = Batch();
+  reference.Loss(batch).backward();
   for (int64_t bucket_bytes : {int64_t{1} << 20, int64_t{64}}) {
+    std::vector<Net> nets(2);
     RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
-      Net net;
+      Net& net = nets[rank];
       GradientReducer reducer(&group, net.params, bucket_bytes);
       if (bucket_bytes == 64) {
         EXPECT_GT(reducer.num_buckets(), 1);
       }
       reducer.Prepare(true);
-      net.Loss(Batch().narrow(0, 4 * rank, 4)).backward();
+      net.Loss(batch.narrow(0, 4 * rank, 4)).backward();
       reducer.Finish();
       for (size_t i = 0; i < net.params.size(); ++i) {
         EXPECT_TRUE(torch::allclose(net.params[i].second.grad(),
@@ -112,13 +117,15 @@ TEST(GradientReducerTest, TwoGlooRanksShareOneGpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const torch::Device cuda(torch::kCUDA, 0);
   Net reference;
-  reference.Loss(Batch()).backward();
+  const torch::Tensor batch = Batch();
+  reference.Loss(batch).backward();
+  std::vector<Net> nets(2);
   RunRanks(
       2, milliseconds(60000),
       [&](int rank, ProcessGroup& group) {
         EXPECT_EQ(group.backend(), "gloo");
         EXPECT_EQ(group.device(), cuda);
-        Net net;
+        Net& net = nets[rank];
         net.l1->to(cuda);
         net.l2->to(cuda);
         NamedTensors params = {{"l1.weight", net.l1->weight},
@@ -127,7 +134,7 @@ TEST(GradientReducerTest, TwoGlooRanksShareOneGpu) {
                                {"l2.bias", net.l2->bias}};
         GradientReducer reducer(&group, params);
         reducer.Prepare(true);
-        net.Loss(Batch().narrow(0, 4 * rank, 4).to(cuda)).backward();
+        net.Loss(batch.narrow(0, 4 * rank, 4).to(cuda)).backward();
         reducer.Finish();
         for (size_t i = 0; i < params.size(); ++i) {
           EXPECT_TRUE(torch::allclose(params[i].second.grad().cpu(),
@@ -146,11 +153,13 @@ TEST(GradientReducerTest, TwoGlooRanksShareOneGpu) {
 TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
   XLNET_SKIP_WITHOUT_GLOO();
   Net reference;
-  reference.Loss(Batch()).backward();
+  const torch::Tensor batch = Batch();
+  reference.Loss(batch).backward();
+  std::vector<Net> nets(2);
   RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
-    Net net;
+    Net& net = nets[rank];
     GradientReducer reducer(&group, net.params);
-    const torch::Tensor mine = Batch().narrow(0, 4 * rank, 4);
+    const torch::Tensor mine = batch.narrow(0, 4 * rank, 4);
     for (int micro = 0; micro < 2; ++micro) {
       reducer.Prepare(/*sync=*/micro == 1);
       (net.Loss(mine.narrow(0, 2 * micro, 2)) / 2).backward();

@@ -286,7 +286,7 @@ TrainerOptions EarlyStoppingOptions(const std::string& dir) {
   return options;
 }
 void ScriptAccuracy(RegressionUnit* unit) {
-  unit->accuracy_at_step_ = {{5, 0.5},  {10, 0.6}, {15, 0.6},
+  unit->accuracy_at_step_ = {{5, 0.5},    {10, 0.6}, {15, 0.6},
                              {20, 0.605}, {25, 0.9}, {30, 0.95}};
 }
 std::vector<int64_t> MetricSteps(const std::string& dir) {
@@ -343,8 +343,9 @@ TEST(TrainerTest, PatienceCountSurvivesResume) {
   {
     RegressionUnit full(8);
     ScriptAccuracy(&full);
-    ASSERT_TRUE(
-        Trainer(EarlyStoppingOptions(full_dir.path()), &full, nullptr).Run().ok());
+    ASSERT_TRUE(Trainer(EarlyStoppingOptions(full_dir.path()), &full, nullptr)
+                    .Run()
+                    .ok());
   }
   {
     RegressionUnit first(8);
@@ -654,12 +655,17 @@ TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
 std::vector<std::string> RunTwoRanks(const TrainerOptions& options) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::string> errors(2);
+  // Units seed the global generator: made here, not on the rank threads.
+  std::vector<std::unique_ptr<RegressionUnit>> units;
+  for (int rank = 0; rank < 2; ++rank) {
+    units.push_back(std::make_unique<RegressionUnit>(4));
+    units.back()->rank_ = rank;
+    units.back()->world_ = 2;
+  }
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank]() {
-      RegressionUnit unit(4);
-      unit.rank_ = rank;
-      unit.world_ = 2;
+      RegressionUnit& unit = *units[rank];
       auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
                                            std::chrono::milliseconds(30000));
       if (!group.ok()) {
