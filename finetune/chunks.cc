@@ -40,6 +40,23 @@ int64_t FirstUsedChunk(const torch::Tensor& attention_mask, int64_t chunk_len) {
   return k - 1;
 }
 
+int64_t DropLeadingPaddingChunks(torch::Tensor* input_ids,
+                                 torch::Tensor* token_type_ids,
+                                 torch::Tensor* attention_mask,
+                                 int64_t chunk_len) {
+  const int64_t width = attention_mask->size(-1);
+  const int64_t skip =
+      FirstUsedChunk(attention_mask->reshape({-1, width}), chunk_len) *
+      chunk_len;
+  const int64_t dim = attention_mask->dim() - 1;
+  for (torch::Tensor* t : {input_ids, token_type_ids, attention_mask}) {
+    TORCH_CHECK(t->size(-1) == width, "chunked tensors of widths ", t->size(-1),
+                " and ", width);
+    *t = t->narrow(dim, skip, width - skip).contiguous();
+  }
+  return width - skip;
+}
+
 XLNetInputs LastChunkWithMemory(XLNetModelImpl& backbone,
                                 const XLNetInputs& inputs,
                                 const ChunkOptions& options) {

@@ -1,9 +1,10 @@
 // Segment recurrence in fine-tuning (finetune.long_inputs: chunks): a
-// classification/regression input longer than finetune.max_seq_length = C
-// runs as up to finetune.max_chunks = K chunks of C tokens, in order, each
-// over the memory (mems) of the chunks before it, as Transformer-XL and
-// XLNet pretraining carry memory from one segment to the next. The head
-// reads the last chunk's summary position (<cls>).
+// classification/regression input (or a multiple-choice option sequence,
+// one row per option) longer than finetune.max_seq_length = C runs as up to
+// finetune.max_chunks = K chunks of C tokens, in order, each over the
+// memory (mems) of the chunks before it, as Transformer-XL and XLNet
+// pretraining carry memory from one segment to the next. The head reads the
+// last chunk's summary position (<cls>).
 //
 // Layout. An input is packed exactly as the official classifier packs it,
 // at length K*C instead of C (`A <sep> [B <sep>] <cls>`, left padded,
@@ -73,6 +74,16 @@ int64_t EncodedLength(const FinetuneConfig& finetune);
 // some row of attention_mask [N, K*C]; K - 1 when every chunk is padding
 // (or K = 1).
 int64_t FirstUsedChunk(const torch::Tensor& attention_mask, int64_t chunk_len);
+
+// Drops the leading chunks (of `chunk_len` columns of the last dimension)
+// that are padding in every row of attention_mask ([..., K*C]) from the
+// three tensors, which keep their shapes but the last; returns the width
+// left. Rows of a set are never run on those chunks (LastChunkWithMemory
+// skips them), so they only cost memory.
+int64_t DropLeadingPaddingChunks(torch::Tensor* input_ids,
+                                 torch::Tensor* token_type_ids,
+                                 torch::Tensor* attention_mask,
+                                 int64_t chunk_len);
 
 // Runs the chunks of `inputs` ([B, K*C]: input_ids, and token_type_ids and
 // attention_mask when defined; no mems, perm_mask or target_mapping) before

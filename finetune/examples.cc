@@ -475,15 +475,14 @@ absl::StatusOr<ExampleSet> ParseJsonl(absl::string_view contents,
     }
     // A key given twice ({"label": 0, "label": 1}) is a bad row, not a
     // silent choice of one of them.
-    absl::StatusOr<Json> parsed =
-        ParseJson(std::string(line.text), location);
+    absl::StatusOr<Json> parsed = ParseJson(std::string(line.text), location);
     if (!parsed.ok()) {
       const bool duplicate =
           absl::StrContains(parsed.status().message(), "duplicate key");
       XLNET_RETURN_IF_ERROR(problems.Bad(
           location,
-          duplicate ? std::string(parsed.status().message().substr(
-                          location.size() + 2))
+          duplicate ? std::string(
+                          parsed.status().message().substr(location.size() + 2))
                     : "invalid JSON (JSON Lines: one object per line)"));
       continue;
     }

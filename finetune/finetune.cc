@@ -48,13 +48,8 @@ TensorRows RowsOf(const finetune::EncodedExamples& enc,
   if (finetune::UsesChunks(ft)) {
     // Leading chunks that are padding in every row are never run: drop them.
     const int64_t c = ft.max_seq_length;
-    const int64_t skip = finetune::FirstUsedChunk(rows.attention_mask, c) * c;
-    const int64_t width = rows.input_ids.size(1) - skip;
-    rows.input_ids = rows.input_ids.narrow(1, skip, width).contiguous();
-    rows.token_type_ids =
-        rows.token_type_ids.narrow(1, skip, width).contiguous();
-    rows.attention_mask =
-        rows.attention_mask.narrow(1, skip, width).contiguous();
+    const int64_t width = finetune::DropLeadingPaddingChunks(
+        &rows.input_ids, &rows.token_type_ids, &rows.attention_mask, c);
     XLOG(INFO) << rows.size() << " rows of up to " << width / c << " chunks of "
                << c << " tokens; "
                << (rows.attention_mask.sum(1) > c).sum().item<int64_t>()

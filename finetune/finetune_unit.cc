@@ -164,13 +164,11 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
   }
   std::unique_ptr<FinetuneUnit> unit(new FinetuneUnit(options, device, dtype));
   if (UsesChunks(options.config.finetune)) {
-    if (options.task == Task::kSquad ||
-        options.task == Task::kMultipleChoice) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "finetune.long_inputs: chunks is for classification and regression; ",
-          options.task == Task::kSquad
-              ? "SQuAD covers long contexts with windows (finetune.doc_stride)"
-              : "multiple choice truncates the article (finetune.max_seq_length)"));
+    if (options.task == Task::kSquad) {
+      return absl::InvalidArgumentError(
+          "finetune.long_inputs: chunks is for classification, regression and "
+          "multiple choice; SQuAD covers long contexts with windows "
+          "(finetune.doc_stride)");
     }
     unit->chunks_ =
         ChunkOptionsFromConfig(options.config.finetune, options.config.model);
@@ -225,10 +223,10 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
 }
 
 NamedTensors FinetuneUnit::Named(bool parameters_only) {
-  torch::nn::Module& m =
-      qa_       ? static_cast<torch::nn::Module&>(*qa_)
-      : choice_ ? static_cast<torch::nn::Module&>(*choice_)
-                : static_cast<torch::nn::Module&>(*classifier_);
+  torch::nn::Module& m = qa_ ? static_cast<torch::nn::Module&>(*qa_)
+                         : choice_
+                             ? static_cast<torch::nn::Module&>(*choice_)
+                             : static_cast<torch::nn::Module&>(*classifier_);
   NamedTensors out;
   for (const auto& item : m.named_parameters()) {
     out.emplace_back(item.key(), item.value());
@@ -298,7 +296,22 @@ torch::Tensor FinetuneUnit::Losses(const TensorRows& batch) {
 
 torch::Tensor FinetuneUnit::Logits(const TensorRows& batch) {
   const XLNetInputs in = Inputs(batch);
-  if (choice_) return choice_->forward(in);
+  if (choice_ && !chunks_) return choice_->forward(in);
+  if (choice_) {
+    // Every option of every question is one chunked row: [B, C, K*C'] ->
+    // [B*C, K*C'], read in chunks, scored on the last one.
+    const int64_t choices = in.input_ids.size(1);
+    XLNetInputs flat;
+    flat.input_ids = in.input_ids.flatten(0, 1);
+    if (in.token_type_ids.defined()) {
+      flat.token_type_ids = in.token_type_ids.flatten(0, 1);
+    }
+    if (in.attention_mask.defined()) {
+      flat.attention_mask = in.attention_mask.flatten(0, 1);
+    }
+    return choice_->ForwardFlat(
+        LastChunkWithMemory(*choice_->transformer, flat, *chunks_), choices);
+  }
   if (!chunks_) return classifier_->forward(in).logits;
   return classifier_
       ->forward(LastChunkWithMemory(*classifier_->transformer, in, *chunks_))
@@ -430,9 +443,8 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
       AutocastGuard autocast(device_, dtype_);
       const torch::Tensor logits = Logits(rows).to(torch::kFloat);
       if (labelled) {
-        loss_sum += LabelLosses(logits, rows.targets.at("labels"))
-                        .sum()
-                        .item<double>();
+        loss_sum +=
+            LabelLosses(logits, rows.targets.at("labels")).sum().item<double>();
       }
       all_logits.push_back(logits.to(torch::kCPU));
     }
@@ -440,9 +452,8 @@ absl::StatusOr<std::map<std::string, double>> FinetuneUnit::Score(
     const int64_t columns = !choice_ ? classifier_->num_labels()
                             : n > 0  ? set.rows.input_ids.size(1)
                                      : 0;
-    const torch::Tensor logits = all_logits.empty()
-                                     ? torch::zeros({0, columns})
-                                     : torch::cat(all_logits);
+    const torch::Tensor logits = all_logits.empty() ? torch::zeros({0, columns})
+                                                    : torch::cat(all_logits);
     if (labelled && n > 0) {
       metrics = choice_ ? ScoreChoices(logits, set.rows.targets.at("labels"),
                                        set.levels)

@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "data_pipeline/text.h"
+#include "finetune/chunks.h"
 #include "finetune/metrics.h"
 
 namespace xlnet::finetune {
@@ -120,7 +121,8 @@ class Reader {
       out->push_back(std::move(text));
     }
     if (set_->num_choices != 0 && n != set_->num_choices) {
-      return absl::StrCat("has ", n, " options but the questions before it have ",
+      return absl::StrCat("has ", n,
+                          " options but the questions before it have ",
                           set_->num_choices,
                           " (every question of a set needs the same number)");
     }
@@ -152,12 +154,12 @@ class Reader {
         *label = *index;
         return "";
       }
-      return absl::StrCat("label ", answer.dump(), " is not an option index 0..",
-                          n - 1);
+      return absl::StrCat("label ", answer.dump(),
+                          " is not an option index 0..", n - 1);
     }
-    return absl::StrCat("answer ", answer.dump(), " is not ",
-                        allow_index ? "an option letter or index"
-                                    : "an option letter");
+    return absl::StrCat(
+        "answer ", answer.dump(), " is not ",
+        allow_index ? "an option letter or index" : "an option letter");
   }
 
   // Adds a checked example (a repeated id is a bad question).
@@ -219,11 +221,11 @@ class Reader {
     }
     const size_t n = questions->size();
     if (options->size() != n || (has_answers && answers->size() != n)) {
-      return Bad(where, "",
-                 absl::StrCat(n, " questions, ", options->size(),
-                              " option lists and ",
-                              has_answers ? answers->size() : 0,
-                              " answers (they must agree)"));
+      return Bad(
+          where, "",
+          absl::StrCat(n, " questions, ", options->size(), " option lists and ",
+                       has_answers ? answers->size() : 0,
+                       " answers (they must agree)"));
     }
     for (size_t i = 0; i < n; ++i) {
       MultipleChoiceExample ex;
@@ -293,7 +295,7 @@ class Reader {
         ex.id = std::to_string(row);
       }
       auto field = [&](const char* key, bool may_be_blank,
-                      std::string* out) -> std::string {
+                       std::string* out) -> std::string {
         auto it = object.find(key);
         if (it == object.end() || !it->is_string()) {
           return absl::StrCat("no \"", key, "\" string");
@@ -364,8 +366,9 @@ absl::StatusOr<std::vector<std::string>> RaceFiles(
   }
   if (files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": no .txt files (the RACE layout: DIR/{middle,high}/*.txt, one "
-             "JSON object each)"));
+        dir,
+        ": no .txt files (the RACE layout: DIR/{middle,high}/*.txt, one "
+        "JSON object each)"));
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -432,9 +435,8 @@ std::string QuestionWithOption(const std::string& question,
 
 PackedSequence PackMultipleChoice(std::vector<int32_t> article,
                                   std::vector<int32_t> qa,
-                                  int64_t max_seq_length,
-                                  int64_t max_qa_length, bool* article_cut,
-                                  bool* qa_cut) {
+                                  int64_t max_seq_length, int64_t max_qa_length,
+                                  bool* article_cut, bool* qa_cut) {
   TORCH_CHECK(max_qa_length >= 1 && max_seq_length >= max_qa_length + 4,
               "PackMultipleChoice: need max_qa_length >= 1 and max_seq_length "
               ">= max_qa_length + 4, got ",
@@ -460,8 +462,10 @@ absl::StatusOr<EncodedMultipleChoice> EncodeMultipleChoice(
   const int64_t qa_len = options.max_qa_length;
   if (qa_len < 1 || len < qa_len + 4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "finetune.max_seq_length=", len, " must be at least "
-        "finetune.max_qa_length + 4 (", qa_len + 4,
+        "finetune.max_seq_length=", len,
+        " must be at least "
+        "finetune.max_qa_length + 4 (",
+        qa_len + 4,
         ": question + option, 3 special tokens and one article token)"));
   }
   const int64_t n = static_cast<int64_t>(examples.size());
@@ -480,26 +484,25 @@ absl::StatusOr<EncodedMultipleChoice> EncodeMultipleChoice(
   std::vector<int32_t> qa;
   for (int64_t i = 0; i < n; ++i) {
     const MultipleChoiceExample& ex = examples[i];
-    const std::string where = absl::StrCat(ex.location, ": question '", ex.id,
-                                           "'");
+    const std::string where =
+        absl::StrCat(ex.location, ": question '", ex.id, "'");
     if (static_cast<int64_t>(ex.options.size()) != choices) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", ex.options.size(), " options, the first question has ",
-          choices));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", ex.options.size(),
+                       " options, the first question has ", choices));
     }
     article.clear();
     XLNET_RETURN_IF_ERROR(
         Annotate(tokenizer.EncodeIds(ex.article, &article), where));
     for (int64_t c = 0; c < choices; ++c) {
       qa.clear();
-      XLNET_RETURN_IF_ERROR(Annotate(
-          tokenizer.EncodeIds(QuestionWithOption(ex.question, ex.options[c]),
-                              &qa),
-          where));
+      XLNET_RETURN_IF_ERROR(
+          Annotate(tokenizer.EncodeIds(
+                       QuestionWithOption(ex.question, ex.options[c]), &qa),
+                   where));
       if (qa.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": question + option ", OptionName(c),
-                         " has no tokens"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": question + option ", OptionName(c), " has no tokens"));
       }
       bool article_cut = false;
       bool qa_cut = false;
@@ -524,10 +527,10 @@ absl::StatusOr<EncodedMultipleChoice> EncodeMultipleChoice(
 std::map<std::string, double> MultipleChoiceMetrics(
     const std::vector<int64_t>& labels, const std::vector<int64_t>& predictions,
     const std::vector<std::string>& levels) {
-  TORCH_CHECK(labels.size() == predictions.size() &&
-                  labels.size() == levels.size(),
-              "MultipleChoiceMetrics: ", labels.size(), " labels, ",
-              predictions.size(), " predictions, ", levels.size(), " levels");
+  TORCH_CHECK(
+      labels.size() == predictions.size() && labels.size() == levels.size(),
+      "MultipleChoiceMetrics: ", labels.size(), " labels, ", predictions.size(),
+      " predictions, ", levels.size(), " levels");
   std::map<std::string, double> out;
   out["accuracy"] = Accuracy(labels, predictions);
   for (const char* level : {"middle", "high"}) {
@@ -550,7 +553,9 @@ absl::StatusOr<MultipleChoiceData> ReadMultipleChoiceTask(
   MultipleChoiceReadOptions read;
   XLNET_ASSIGN_OR_RETURN(read.bad_rows, ParseBadRowPolicy(config.bad_rows));
   MultipleChoiceFeatureOptions features;
-  features.max_seq_length = config.max_seq_length;
+  // With long_inputs "chunks", max_chunks chunks side by side: the article
+  // keeps up to K*C - max_qa_length - 3 tokens and is read in chunks.
+  features.max_seq_length = EncodedLength(config);
   features.max_qa_length = config.max_qa_length;
   // Reads and encodes one path; `name` is train, dev or test.
   auto load = [&](const std::string& path, const std::string& name,
@@ -584,6 +589,17 @@ absl::StatusOr<MultipleChoiceData> ReadMultipleChoiceTask(
                << " option sequences with the article cut to "
                << features.max_seq_length << " tokens, " << enc.truncated_qa
                << " with question + option cut to " << features.max_qa_length;
+    if (UsesChunks(config)) {
+      // Leading chunks that are padding in every option sequence are never
+      // run: drop them.
+      const int64_t c = config.max_seq_length;
+      const int64_t width = DropLeadingPaddingChunks(
+          &enc.input_ids, &enc.token_type_ids, &enc.attention_mask, c);
+      XLOG(INFO) << path << ": option sequences of up to " << width / c
+                 << " chunks of " << c << " tokens; "
+                 << (enc.attention_mask.sum(2) > c).sum().item<int64_t>()
+                 << " longer than one chunk";
+    }
     EvalSet out;
     out.name = name;
     out.rows = TensorRows::Labelled(enc.input_ids, enc.token_type_ids,

@@ -11,8 +11,8 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "data_pipeline/text.h"
@@ -246,10 +246,10 @@ absl::StatusOr<std::map<std::string, T>> ReadJsonMap(const std::string& path) {
                                 ? item.value().is_string()
                                 : item.value().is_number();
     if (!right_type) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": '", item.key(), "': expected a ",
-          std::is_same_v<T, std::string> ? "string" : "number", ", got ",
-          item.value().dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": '", item.key(), "': expected a ",
+                       std::is_same_v<T, std::string> ? "string" : "number",
+                       ", got ", item.value().dump()));
     }
     out[item.key()] = item.value().template get<T>();
   }

@@ -15,8 +15,8 @@ torch::Tensor FlattenChoices(const torch::Tensor& t, const char* name,
                              c10::IntArrayRef expected) {
   if (!t.defined()) return t;
   TORCH_CHECK(t.dim() == 3 && t.sizes() == expected,
-              "XLNetForMultipleChoice: ", name, " must be [B, C, L] = ",
-              expected, ", got ", t.sizes());
+              "XLNetForMultipleChoice: ", name,
+              " must be [B, C, L] = ", expected, ", got ", t.sizes());
   return t.reshape({-1, t.size(2)});  // [B*C, L]
 }
 
@@ -59,10 +59,25 @@ torch::Tensor XLNetForMultipleChoiceImpl::forward(const XLNetInputs& inputs) {
       FlattenChoices(inputs.token_type_ids, "token_type_ids", ids.sizes());
   flat.attention_mask =
       FlattenChoices(inputs.attention_mask, "attention_mask", ids.sizes());
-  const XLNetOutputs out = transformer->forward(flat);
+  TORCH_CHECK(batch * choices == flat.input_ids.size(0));
+  return ForwardFlat(flat, choices);
+}
+
+torch::Tensor XLNetForMultipleChoiceImpl::ForwardFlat(const XLNetInputs& flat,
+                                                      int64_t num_choices) {
+  CheckContentStreamOnly(flat, "XLNetForMultipleChoice");
+  const torch::Tensor& ids = flat.input_ids;
+  TORCH_CHECK(
+      ids.dim() == 2 && num_choices >= 1 && ids.size(0) % num_choices == 0,
+      "XLNetForMultipleChoice: flattened input_ids must be [B*C, L] "
+      "with C = ",
+      num_choices, ", got ", ids.sizes());
+  XLNetForwardOptions options;
+  options.use_mems = false;  // scoring needs no new memory
+  const XLNetOutputs out = transformer->forward(flat, options);
   // [B*C, D] -> [B*C, 1] -> [B, C]
   return logits_proj(sequence_summary(out.last_hidden_state))
-      .reshape({batch, choices});
+      .reshape({ids.size(0) / num_choices, num_choices});
 }
 
 torch::Tensor MultipleChoiceLoss(const torch::Tensor& logits,

@@ -33,6 +33,11 @@ class XLNetForMultipleChoiceImpl : public torch::nn::Module {
   // two may be undefined); perm_mask, target_mapping and mems must be
   // absent. Returns logits [B, C] in the dtype of the last hidden state.
   torch::Tensor forward(const XLNetInputs& inputs);
+  // The same on inputs already flattened to [B*C, L] (option c of question b
+  // is row b*C + c), which may carry memory (mems, mems_attention_mask,
+  // mems_token_type_ids: a long article read in chunks,
+  // finetune/chunks.h). Returns logits [B, C].
+  torch::Tensor ForwardFlat(const XLNetInputs& flat, int64_t num_choices);
   const XLNetConfig& config() const { return transformer->config(); }
 
   XLNetModel transformer{nullptr};

@@ -9,6 +9,7 @@
 
 #include "data_pipeline/tokenizer.h"
 #include "finetune/examples.h"
+#include "model/multiple_choice.h"
 #include "model/sequence_classification.h"
 #include "tests/finetune/finetune_test_env.h"
 #include "tests/model/test_util.h"
@@ -98,6 +99,46 @@ TEST(ChunksTest, CausalChunksWithWholePrefixMemoryEqualOneLongForward) {
   // prefix, and row 0 (no padding) then differs.
   const torch::Tensor short_mem = ChunkedLastHidden(model, x, kChunk);
   EXPECT_GT(MaxAbsDiff(short_mem[0], full_last[0]), 1e-3);
+}
+
+// Multiple choice (RACE, long articles): every option sequence is one
+// chunked row. The three rows of LongInputs() as one question with three
+// options, and as two questions (the second with the options reversed).
+TEST(ChunksTest, MultipleChoiceChunksEqualOneLongForward) {
+  XLNetConfig config = xlnet::testing::TinyConfig();
+  config.attn_type = "uni";
+  config.initializer_range = 0.3;
+  torch::manual_seed(6);
+  XLNetForMultipleChoice model(config);
+  model->eval();
+  const XLNetInputs rows = LongInputs();  // [3, K*C]
+  XLNetInputs x;                          // [2, 3, K*C]
+  x.input_ids = torch::stack({rows.input_ids, rows.input_ids.flip({0})});
+  x.token_type_ids =
+      torch::stack({rows.token_type_ids, rows.token_type_ids.flip({0})});
+  x.attention_mask =
+      torch::stack({rows.attention_mask, rows.attention_mask.flip({0})});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor full = model->forward(x);  // [2, 3]
+  XLNetInputs flat;                              // [6, K*C]
+  flat.input_ids = x.input_ids.flatten(0, 1);
+  flat.token_type_ids = x.token_type_ids.flatten(0, 1);
+  flat.attention_mask = x.attention_mask.flatten(0, 1);
+  const torch::Tensor chunked = model->ForwardFlat(
+      LastChunkWithMemory(*model->transformer, flat, ChunkOptions{kChunk, 0}),
+      3);
+  ASSERT_EQ(chunked.sizes(), torch::IntArrayRef({2, 3}));
+  EXPECT_LT(ReportDiff("multiple choice uni logits", chunked, full), 1e-5);
+  // The second question's scores are the first's, reversed.
+  EXPECT_LT(MaxAbsDiff(chunked[1], chunked[0].flip({0})), 1e-6);
+  // Memory of one chunk is not the whole prefix: the scores move.
+  const torch::Tensor short_mem =
+      model->ForwardFlat(LastChunkWithMemory(*model->transformer, flat,
+                                             ChunkOptions{kChunk, kChunk}),
+                         3);
+  EXPECT_GT(MaxAbsDiff(short_mem, full), 1e-4);
+  // Flattened rows that do not split into options are refused.
+  EXPECT_ANY_THROW(model->ForwardFlat(flat, 4));
 }
 
 TEST(ChunksTest, BidirectionalChunksDifferFromOneLongForward) {

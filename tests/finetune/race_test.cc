@@ -18,6 +18,7 @@
 #include "common/file_util.h"
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "finetune/chunks.h"
 #include "finetune/finetune.h"
 #include "model/xlnet.h"
 #include "model_io/export.h"
@@ -99,13 +100,12 @@ TEST(RaceReaderTest, OfficialLayoutAndJsonLinesAgree) {
 TEST(RaceReaderTest, JsonLinesLabelsAsLettersOrIndices) {
   TempDir tmp;
   MultipleChoiceReadOptions options;
-  auto set = ReadText(
-      tmp, "a.jsonl",
-      "{\"id\": 7, \"article\": \"x\", \"question\": \"q\", "
-      "\"options\": [\"a\", \"b\", \"c\"], \"label\": 2}\n"
-      "{\"article\": \"x\", \"question\": \"\", "
-      "\"options\": [\"a\", \"b\", \"c\"], \"label\": \"A\"}\n",
-      options);
+  auto set = ReadText(tmp, "a.jsonl",
+                      "{\"id\": 7, \"article\": \"x\", \"question\": \"q\", "
+                      "\"options\": [\"a\", \"b\", \"c\"], \"label\": 2}\n"
+                      "{\"article\": \"x\", \"question\": \"\", "
+                      "\"options\": [\"a\", \"b\", \"c\"], \"label\": \"A\"}\n",
+                      options);
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_EQ(set->examples.size(), 2u);
   EXPECT_EQ(set->num_choices, 3);
@@ -157,10 +157,10 @@ TEST(RaceReaderTest, BadQuestionsNameTheFileAndQuestionId) {
   ExpectBad("r.txt", RaceJson("[" + four + ", " + four + "]", "[\"E\", \"B\"]"),
             {"question 'high9.txt-0'", "answer 'E'", "A..D"});
   // An option that is not a string, an empty option.
-  ExpectBad("r.txt",
-            RaceJson("[" + four + ", [\"a\", 1, \"c\", \"d\"]]",
-                     "[\"A\", \"B\"]"),
-            {"question 'high9.txt-1'", "option B is not a string"});
+  ExpectBad(
+      "r.txt",
+      RaceJson("[" + four + ", [\"a\", 1, \"c\", \"d\"]]", "[\"A\", \"B\"]"),
+      {"question 'high9.txt-1'", "option B is not a string"});
   ExpectBad("r.txt",
             RaceJson("[[\"a\", \" \", \"c\", \"d\"], " + four + "]",
                      "[\"A\", \"B\"]"),
@@ -214,9 +214,9 @@ TEST(RaceReaderTest, SkipKeepsTheGoodQuestionsAndUnlabeledNeedsAFlag) {
   MultipleChoiceReadOptions options;
   options.bad_rows = BadRowPolicy::kSkip;
   const std::string four = "[\"a\", \"b\", \"c\", \"d\"]";
-  auto set = ReadText(tmp, "r.txt",
-                      RaceJson("[" + four + ", " + four + "]", "[\"A\", \"Z\"]"),
-                      options);
+  auto set = ReadText(
+      tmp, "r.txt", RaceJson("[" + four + ", " + four + "]", "[\"A\", \"Z\"]"),
+      options);
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_EQ(set->examples.size(), 1u);
   EXPECT_EQ(set->examples[0].id, "high9.txt-0");
@@ -227,7 +227,8 @@ TEST(RaceReaderTest, SkipKeepsTheGoodQuestionsAndUnlabeledNeedsAFlag) {
   labelled.unlabeled_hint = "add --do_predict";
   const std::string text =
       "{\"article\": \"An article.\", \"questions\": [\"Q?\"], \"options\": "
-      "[" + four + "], \"id\": \"m1.txt\"}";
+      "[" +
+      four + "], \"id\": \"m1.txt\"}";
   auto bad = ReadText(tmp, "u.txt", text, labelled);
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "add --do_predict"))
@@ -275,14 +276,12 @@ TEST(RaceEncodingTest, PackLayoutAndOfficialTruncation) {
       PackMultipleChoice({11, 12}, {21, 22}, 9, 4, &article_cut, &qa_cut);
   EXPECT_FALSE(article_cut);
   EXPECT_FALSE(qa_cut);
-  EXPECT_EQ(p.input_ids,
-            (std::vector<int64_t>{data::kPadId, data::kPadId, 11, 12,
-                                  data::kSepId, 21, 22, data::kSepId,
-                                  data::kClsId}));
+  EXPECT_EQ(p.input_ids, (std::vector<int64_t>{data::kPadId, data::kPadId, 11,
+                                               12, data::kSepId, 21, 22,
+                                               data::kSepId, data::kClsId}));
   EXPECT_EQ(p.token_type_ids,
             (std::vector<int64_t>{4, 4, 0, 0, 0, 1, 1, 1, 2}));
-  EXPECT_EQ(p.attention_mask,
-            (std::vector<float>{0, 0, 1, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(p.attention_mask, (std::vector<float>{0, 0, 1, 1, 1, 1, 1, 1, 1}));
   // qa keeps its LAST max_qa_length tokens; the article its first
   // L - 3 - len(qa).
   p = PackMultipleChoice({11, 12, 13, 14, 15, 16}, {21, 22, 23, 24, 25}, 10, 3,
@@ -345,6 +344,54 @@ TEST(RaceEncodingTest, EveryOptionIsOneSequence) {
       << bad.status();
 }
 
+// finetune.long_inputs: chunks: the article is kept up to K*C - qa - 3
+// tokens and the sequence is read in chunks of C; leading chunks that are
+// padding in every sequence are dropped.
+TEST(RaceEncodingTest, ChunksKeepLongArticlesWhole) {
+  FinetuneConfig ft;
+  ft.max_seq_length = 16;
+  ft.max_qa_length = 12;
+  auto truncated = ReadMultipleChoiceTask(ft, SmallTokenizer(), "",
+                                          Sample("dev"), "", false);
+  ASSERT_TRUE(truncated.ok()) << truncated.status();
+  ft.long_inputs = "chunks";
+  ft.max_chunks = 16;
+  auto chunked = ReadMultipleChoiceTask(ft, SmallTokenizer(), "", Sample("dev"),
+                                        "", false);
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  const TensorRows& t = truncated->dev->rows;
+  const TensorRows& c = chunked->dev->rows;
+  EXPECT_EQ(t.input_ids.sizes(), (std::vector<int64_t>{4, 4, 16}));
+  const int64_t width = c.input_ids.size(2);
+  EXPECT_EQ(width % 16, 0);
+  EXPECT_GT(width, 16);
+  EXPECT_LE(width, 16 * 16);
+  EXPECT_EQ(FirstUsedChunk(c.attention_mask.flatten(0, 1), 16), 0);
+  EXPECT_TRUE(torch::equal(c.targets.at("labels"), t.targets.at("labels")));
+  // Every sequence of question 0 holds the whole article (segment 0 before
+  // the first <sep>) and ends <sep> <cls>.
+  const MultipleChoiceSet set = MustRead(Sample("dev"));
+  std::vector<int32_t> article;
+  ASSERT_TRUE(
+      SmallTokenizer().EncodeIds(set.examples[0].article, &article).ok());
+  ASSERT_LT(static_cast<int64_t>(article.size()) + 12 + 3, width);
+  for (int64_t o = 0; o < 4; ++o) {
+    const torch::Tensor ids = c.input_ids[0][o];
+    const torch::Tensor mask = c.attention_mask[0][o];
+    const int64_t real = mask.sum().item<float>();
+    const int64_t start = width - real;
+    EXPECT_EQ(ids[width - 1].item<int64_t>(), data::kClsId);
+    EXPECT_EQ(ids[width - 2].item<int64_t>(), data::kSepId);
+    for (size_t i = 0; i < article.size(); ++i) {
+      ASSERT_EQ(ids[start + i].item<int64_t>(), article[i]) << o << " " << i;
+    }
+    EXPECT_EQ(ids[start + article.size()].item<int64_t>(), data::kSepId);
+  }
+  // Truncation at C kept less of every sequence.
+  EXPECT_LT(t.attention_mask.sum().item<float>(),
+            c.attention_mask.sum().item<float>());
+}
+
 TEST(RaceMetricsTest, AccuracyByLevel) {
   const auto m = MultipleChoiceMetrics({0, 1, 2, 3, 0}, {0, 1, 0, 3, 1},
                                        {"middle", "high", "high", "", "high"});
@@ -379,22 +426,53 @@ std::vector<std::vector<std::string>> ReadTsv(const std::string& path) {
   return rows;
 }
 
-TEST(RaceFinetuneTest, TinyRunReportsAccuracyByLevelAndExports) {
-  TempDir tmp;
+// A tiny run on the sample from a random init model written to
+// TMP/init: 4 steps on train, dev evaluated every 2, and dev.jsonl (the
+// same questions) as --test with --do_predict; `extra` overrides on top.
+FinetuneOptions SampleRun(TempDir& tmp, const std::vector<std::string>& extra) {
   WriteInitModel(tmp.Join("init"));
   FinetuneOptions o;
   o.task = "multiple_choice";
   o.init_dir = tmp.Join("init");
   o.config_path = SourcePath("configs/tiny-finetune.yaml");
-  o.overrides = {"train.max_steps=4",        "train.eval_steps=2",
-                 "train.batch_size=4",       "train.warmup_steps=0",
-                 "train.threads=1",          "finetune.max_seq_length=96",
-                 "finetune.max_qa_length=24"};
+  o.overrides = {"train.max_steps=4", "train.eval_steps=2",
+                 "train.batch_size=4", "train.warmup_steps=0",
+                 "train.threads=1"};
+  o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
   o.train = Sample("train");
   o.dev = Sample("dev");
   o.test = Sample("dev.jsonl");
   o.do_predict = true;
   o.out_dir = tmp.Join("run");
+  return o;
+}
+
+// Evaluates `model_dir` on the dev sample with the settings of `run` and
+// expects the dev scores of `results` (the run's eval_results.json).
+void ExpectSameDevScores(const FinetuneOptions& run,
+                         const std::string& model_dir,
+                         const std::string& out_dir,
+                         const nlohmann::json& results) {
+  FinetuneOptions again;
+  again.task = "multiple_choice";
+  again.init_dir = model_dir;
+  again.config_path = run.config_path;
+  again.overrides = run.overrides;
+  again.dev = Sample("dev");
+  again.out_dir = out_dir;
+  ASSERT_TRUE(RunFinetuning(again).ok());
+  const nlohmann::json eval =
+      xlnet::testing::ReadJsonFile(out_dir + "/eval_results.json");
+  EXPECT_DOUBLE_EQ(eval["dev"]["accuracy"].get<double>(),
+                   results["dev"]["accuracy"].get<double>());
+  EXPECT_NEAR(eval["dev"]["loss"].get<double>(),
+              results["dev"]["loss"].get<double>(), 1e-5);
+}
+
+TEST(RaceFinetuneTest, TinyRunReportsAccuracyByLevelAndExports) {
+  TempDir tmp;
+  const FinetuneOptions o = SampleRun(
+      tmp, {"finetune.max_seq_length=96", "finetune.max_qa_length=24"});
   ASSERT_TRUE(RunFinetuning(o).ok());
 
   const nlohmann::json results =
@@ -480,20 +558,32 @@ TEST(RaceFinetuneTest, TinyRunReportsAccuracyByLevelAndExports) {
   EXPECT_EQ(w->sizes(), (std::vector<int64_t>{1, 32}));
 
   // The exported model evaluates to the same dev accuracy.
-  FinetuneOptions again;
-  again.task = "multiple_choice";
-  again.init_dir = tmp.Join("exported");
-  again.config_path = o.config_path;
-  again.overrides = o.overrides;
-  again.dev = Sample("dev");
-  again.out_dir = tmp.Join("eval");
-  ASSERT_TRUE(RunFinetuning(again).ok());
-  const nlohmann::json eval =
-      xlnet::testing::ReadJsonFile(tmp.Join("eval/eval_results.json"));
-  EXPECT_DOUBLE_EQ(eval["dev"]["accuracy"].get<double>(),
-                   results["dev"]["accuracy"].get<double>());
-  EXPECT_NEAR(eval["dev"]["loss"].get<double>(),
-              results["dev"]["loss"].get<double>(), 1e-5);
+  ExpectSameDevScores(o, tmp.Join("exported"), tmp.Join("eval"), results);
+}
+
+// Long articles in chunks end to end: training, evaluation by level and
+// predictions run with finetune.long_inputs: chunks (C = 32, up to 4
+// chunks; the sample's articles need 2 to 4), and evaluating the same
+// checkpoint again gives the same scores.
+TEST(RaceFinetuneTest, LongArticlesInChunksTrainEvaluateAndPredict) {
+  TempDir tmp;
+  const FinetuneOptions o =
+      SampleRun(tmp, {"finetune.long_inputs=chunks",
+                      "finetune.max_seq_length=32", "finetune.max_chunks=4",
+                      "finetune.max_qa_length=24", "finetune.mem_len=0"});
+  ASSERT_TRUE(RunFinetuning(o).ok());
+  const nlohmann::json results =
+      xlnet::testing::ReadJsonFile(tmp.Join("run/eval_results.json"));
+  std::cout << "[ results  ] " << results.dump() << "\n";
+  for (const char* key : {"accuracy", "accuracy_middle", "accuracy_high"}) {
+    ASSERT_TRUE(results["dev"].contains(key)) << key;
+    EXPECT_GE(results["dev"][key].get<double>(), 0.0);
+    EXPECT_LE(results["dev"][key].get<double>(), 1.0);
+  }
+  EXPECT_EQ(results["dev"], results["test"]);
+  EXPECT_EQ(ReadTsv(tmp.Join("run/predictions_test.tsv")).size(), 5u);
+
+  ExpectSameDevScores(o, tmp.Join("run/best"), tmp.Join("eval"), results);
 }
 
 }  // namespace
