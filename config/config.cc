@@ -5,12 +5,14 @@
 // are all visitors over that list.
 #include "config/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -330,6 +332,72 @@ std::string Describe(const YAML::Node& node) {
 
 // Where each "section.key" came from ("file:line" or "--set ...").
 using Locations = std::map<std::string, std::string>;
+
+// Where the content of each YAML document starts: the mark of its first
+// event that is not a null (an empty document, or "~", has none).
+class DocumentContent : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> first;
+  void OnDocumentStart(const YAML::Mark&) override { first.reset(); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { See(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    See(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&,
+                       YAML::anchor_t, YAML::EmitterStyle::value) override {
+    See(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    See(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void See(const YAML::Mark& mark) {
+    if (!first) first = mark;
+  }
+};
+
+// Refuses a second YAML document with content. Not YAML::LoadAll: in
+// yaml-cpp 0.7 it loops forever, allocating a document per turn, when the
+// parser stops advancing on some malformed inputs (upstream
+// jbeder/yaml-cpp#1319; fuzz/config_yaml_fuzzer.cc ran out of memory on
+// them). Documents are walked one by one instead, at most one more than
+// the text has "---"/"..." markers (every document after the first follows
+// one), so a parser that does not advance ends in an error.
+absl::Status CheckOneDocument(const std::string& yaml_text,
+                              const std::string& source) {
+  size_t markers = 0;
+  for (const char* marker : {"---", "..."}) {
+    for (size_t at = yaml_text.find(marker); at != std::string::npos;
+         at = yaml_text.find(marker, at + 1)) {
+      ++markers;
+    }
+  }
+  std::istringstream in(yaml_text);
+  YAML::Parser parser(in);
+  DocumentContent content;
+  size_t documents = 0;
+  while (parser.HandleNextDocument(content)) {
+    if (++documents > markers + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": invalid YAML: it reads as ", documents,
+          " or more documents but has ", markers,
+          " document markers ('---', '...')"));
+    }
+    if (documents > 1 && content.first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ":", content.first->line + 1,
+          ": a second YAML document; a config file holds one"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::string LocationOf(const std::string& source, const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
@@ -1024,16 +1092,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
   XLNET_RETURN_IF_ERROR(CheckNoTokenStartingWithComma(yaml_text, source));
   YAML::Node root;
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
     // One config per file: a second document would otherwise be ignored.
-    for (size_t i = 1; i < documents.size(); ++i) {
-      if (!documents[i].IsNull()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(LocationOf(source, documents[i]),
-                         ": a second YAML document; a config file holds one"));
-      }
-    }
-    if (!documents.empty()) root = documents[0];
+    XLNET_RETURN_IF_ERROR(CheckOneDocument(yaml_text, source));
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg));

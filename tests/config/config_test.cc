@@ -242,6 +242,14 @@ TEST(ConfigTest, DuplicateKeysAndSecondDocumentsAreErrors) {
             "two.yaml:4: a second YAML document; a config file holds one");
   // A document end marker or a trailing empty document is no second config.
   EXPECT_TRUE(ParseConfig("train:\n  lr: 1e-3\n...\n", "end.yaml").ok());
+  EXPECT_TRUE(ParseConfig("train:\n  lr: 1e-3\n---\n", "end.yaml").ok());
+  // Documents are walked with a bound, not yaml-cpp's LoadAll (which can
+  // loop forever on malformed text): yaml-cpp reads this as two documents
+  // with no marker between them.
+  config = ParseConfig("- a\n\"d\"\n", "m.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "m.yaml: invalid YAML: it reads as 2 or more documents but has 0 "
+            "document markers ('---', '...')");
   // config.json: the same rule (JSON readers differ on which one wins).
   auto json =
       ParseModelConfigJson(R"({"d_model": 64, "d_model": 128})", "c.json");
