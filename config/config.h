@@ -241,7 +241,8 @@ struct FinetuneConfig {
   // Longest input in tokens (including <sep>/<cls>); with long_inputs
   // "chunks", the length of one chunk.
   int64_t max_seq_length = 128;
-  // Classification/regression inputs longer than max_seq_length:
+  // Classification/regression inputs (multiple choice: option sequences)
+  // longer than max_seq_length:
   // "truncate" (official) or "chunks": up to max_chunks * max_seq_length
   // tokens run as chunks of max_seq_length in order, each over the memory
   // of the earlier ones; the head reads the last chunk (finetune/chunks.h).
