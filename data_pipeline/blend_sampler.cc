@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "data_pipeline/plm_sample.h"
+#include "data_pipeline/prefetcher.h"
 
 namespace xlnet::data {
 
@@ -15,6 +16,12 @@ namespace {
 constexpr uint64_t kBlendKey = 0xB1E7D50C4CEULL;
 
 }  // namespace
+
+BlendSampler::BlendSampler() = default;
+
+// Explicit so the workers stop before any member they read goes, whatever
+// the member order.
+BlendSampler::~BlendSampler() { prefetcher_.reset(); }
 
 absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
     std::vector<BlendSource> sources, const SamplerOptions& options,
@@ -45,6 +52,8 @@ absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
     }
     total += s.weight;
   }
+  // The sources are only read through BuildBatch, so threads of their own
+  // would sit idle.
   SamplerOptions sub = options;
   sub.data.prefetch_batches = 0;
   std::string key = absl::StrCat("blend block_steps=", block_steps);
@@ -96,6 +105,9 @@ absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
   b.fingerprint_ = b.samplers_.size() == 1
                        ? b.samplers_[0]->State().fingerprint
                        : HexU64(Fnv1a64(key.data(), key.size()));
+  b.prefetcher_ = std::make_unique<BatchPrefetcher>(
+      [&b](int64_t step) { return b.BuildBatch(step, b.local_rows()); },
+      options.data.loader_threads, options.data.prefetch_batches);
   return blend;
 }
 
@@ -197,14 +209,10 @@ std::vector<int64_t> BlendSampler::TokensConsumed(int64_t steps) const {
   return tokens;
 }
 
-PlmBatch BlendSampler::Next() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return BuildBatch(next_step_++, local_rows());
-}
+PlmBatch BlendSampler::Next() { return prefetcher_->Next(); }
 
 SamplerState BlendSampler::State() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return SamplerState{next_step_, fingerprint_};
+  return SamplerState{prefetcher_->next_step(), fingerprint_};
 }
 
 absl::Status BlendSampler::Restore(const SamplerState& state) {
@@ -217,8 +225,7 @@ absl::Status BlendSampler::Restore(const SamplerState& state) {
   if (state.step < 0) {
     return absl::InvalidArgumentError("sampler state: negative step");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  next_step_ = state.step;
+  prefetcher_->Restart(state.step);
   return absl::OkStatus();
 }
 

@@ -21,7 +21,10 @@
 //
 // Content depends only on (seed, row, step), so rank slicing and exact
 // resume work as for Sampler; the fingerprint covers every source's
-// fingerprint, the weights, names and block size.
+// fingerprint, the weights, names and block size. Like Sampler, the blend
+// builds its batches ahead on `data.loader_threads` threads, up to
+// `data.prefetch_batches` ahead (prefetcher.h); its per-source Samplers
+// never prefetch (the blend only calls their BuildBatch).
 #pragma once
 
 #include <cstdint>
@@ -40,12 +43,14 @@ using BlendSource = ::xlnet::DataSource;
 
 class BlendSampler : public BatchSource {
  public:
-  // Opens every source with `options` (its prefetching is not used: batches
-  // are built inside Next()). All sources must share the tokenizer (manifest
-  // hash) and text rules; the error names the source that differs.
+  // Opens every source with `options`, less prefetching: the blend itself
+  // prefetches with options.data's loader_threads and prefetch_batches. All
+  // sources must share the tokenizer (manifest hash) and text rules; the
+  // error names the source that differs.
   static absl::StatusOr<std::unique_ptr<BlendSampler>> Create(
       std::vector<BlendSource> sources, const SamplerOptions& options,
       int64_t block_steps);
+  ~BlendSampler() override;
 
   PlmBatch Next() override;
   SamplerState State() const override;
@@ -73,7 +78,7 @@ class BlendSampler : public BatchSource {
   int64_t block_steps() const { return block_steps_; }
 
  private:
-  BlendSampler() = default;
+  BlendSampler();
   // The source stream `stream` reads in `block`.
   int Draw(int64_t stream, int64_t block) const;
   // Blocks of `stream` before `block` assigned to each source (exact).
@@ -97,8 +102,10 @@ class BlendSampler : public BatchSource {
   // memo_[stream][c]: per-source counts of blocks [0, c * kCheckpointBlocks).
   mutable std::vector<std::vector<std::vector<int64_t>>> memo_;
 
-  mutable std::mutex mu_;
-  int64_t next_step_ = 0;
+  // Builds BuildBatch(step, local_rows()) ahead. Last member: it is
+  // destroyed (its workers joined) before the state its build function
+  // reads.
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
 };
 
 }  // namespace xlnet::data

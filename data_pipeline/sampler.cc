@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "data_pipeline/prefetcher.h"
 
 namespace xlnet::data {
 
@@ -134,8 +136,8 @@ absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
       const int64_t version,
       JsonInteger(j["version"], "sampler state: version", 1, INT64_MAX));
   if (version != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sampler state version ", version, " is not supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampler state version ", version, " is not supported"));
   }
   SamplerState state;
   XLNET_ASSIGN_OR_RETURN(
@@ -144,7 +146,11 @@ absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
   return state;
 }
 
-Sampler::~Sampler() { StopWorkers(); }
+Sampler::Sampler() = default;
+
+// Explicit so the workers stop before any member they read goes, whatever
+// the member order.
+Sampler::~Sampler() { prefetcher_.reset(); }
 
 absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
     const std::string& data_dir, const SamplerOptions& options) {
@@ -241,7 +247,9 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
       " quirks=", d.official_span_quirks, " corpus=", s.corpus_.size(),
       " tokenizer=", s.tokenizer_->hash());
   s.fingerprint_ = HexU64(Fnv1a64(key.data(), key.size()));
-  s.StartWorkers();
+  s.prefetcher_ = std::make_unique<BatchPrefetcher>(
+      [&s](int64_t step) { return s.BuildBatch(step, s.local_rows_); },
+      d.loader_threads, d.prefetch_batches);
   return sampler;
 }
 
@@ -331,70 +339,10 @@ PlmBatch Sampler::BuildRow(int64_t step, int64_t row,
   return b;
 }
 
-void Sampler::StartWorkers() {
-  stop_ = false;
-  if (options_.data.prefetch_batches <= 0) return;
-  for (int64_t t = 0; t < options_.data.loader_threads; ++t) {
-    workers_.emplace_back([this] { WorkerLoop(); });
-  }
-}
-
-void Sampler::StopWorkers() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& w : workers_) w.join();
-  workers_.clear();
-}
-
-void Sampler::WorkerLoop() {
-  const int64_t window = options_.data.prefetch_batches;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [&] {
-      return stop_ || (next_to_build_ < next_step_ + window && !error_);
-    });
-    if (stop_) return;
-    const int64_t step = next_to_build_++;
-    lock.unlock();
-    PlmBatch batch;
-    std::exception_ptr error;
-    try {
-      batch = BuildBatch(step, local_rows_);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    lock.lock();
-    if (error) {
-      if (!error_) error_ = error;
-    } else if (step >= next_step_) {
-      ready_[step] = std::move(batch);
-    }
-    cv_.notify_all();
-  }
-}
-
-PlmBatch Sampler::Next() {
-  if (workers_.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return BuildBatch(next_step_++, local_rows_);
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return ready_.count(next_step_) > 0 || error_; });
-  if (error_ && ready_.count(next_step_) == 0) std::rethrow_exception(error_);
-  auto it = ready_.find(next_step_);
-  PlmBatch batch = std::move(it->second);
-  ready_.erase(it);
-  ++next_step_;
-  cv_.notify_all();
-  return batch;
-}
+PlmBatch Sampler::Next() { return prefetcher_->Next(); }
 
 SamplerState Sampler::State() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return SamplerState{next_step_, fingerprint_};
+  return SamplerState{prefetcher_->next_step(), fingerprint_};
 }
 
 absl::Status Sampler::Restore(const SamplerState& state) {
@@ -407,15 +355,7 @@ absl::Status Sampler::Restore(const SamplerState& state) {
   if (state.step < 0) {
     return absl::InvalidArgumentError("sampler state: negative step");
   }
-  StopWorkers();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ready_.clear();
-    error_ = nullptr;
-    next_step_ = state.step;
-    next_to_build_ = state.step;
-  }
-  StartWorkers();
+  prefetcher_->Restart(state.step);
   return absl::OkStatus();
 }
 

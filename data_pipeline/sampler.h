@@ -19,19 +19,15 @@
 // the matching slice of the backward rows (the official [fwd; bwd] layout).
 //
 // Batches are built ahead on `data.loader_threads` threads, up to
-// `data.prefetch_batches` ahead (0 = built inside Next()).
+// `data.prefetch_batches` ahead (0 = built inside Next()); see
+// prefetcher.h.
 #pragma once
 
 #include <torch/torch.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,6 +39,8 @@
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {
+
+class BatchPrefetcher;
 
 // One batch, HuggingFace XLNet names; B = local batch, L = seq_len,
 // P = num_predict.
@@ -137,10 +135,7 @@ class Sampler : public BatchSource {
  private:
   class RowStream;
   class BufferPool;
-  Sampler() = default;
-  void StartWorkers();
-  void StopWorkers();
-  void WorkerLoop();
+  Sampler();
   int64_t EpochOffset(int64_t epoch) const;
 
   SamplerOptions options_;
@@ -156,15 +151,9 @@ class Sampler : public BatchSource {
   int64_t steps_per_epoch_ = 0;
   std::string fingerprint_;
 
-  // Prefetching.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<int64_t, PlmBatch> ready_;
-  int64_t next_step_ = 0;      // what Next() returns
-  int64_t next_to_build_ = 0;  // what a worker builds next
-  bool stop_ = false;
-  std::exception_ptr error_;
-  std::vector<std::thread> workers_;
+  // Builds BuildBatch(step, local_rows_) ahead. Last member: it is destroyed
+  // (its workers joined) before the state its build function reads.
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
 };
 
 }  // namespace xlnet::data

@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Options of a sampler built inside Next() (a blend does not prefetch).
+// Options of a blend that builds its batches inside Next().
 SamplerOptions Options(const DataConfig& d, int64_t batch, int rank = 0,
                        int world = 1) {
   SamplerOptions o;
@@ -182,6 +182,35 @@ TEST(BlendSamplerTest, ResumeReproducesTheNextBatches) {
   auto single = MakeBlend({{DataDir(), 1.0, ""}}, Options(d, 8), 3);
   ASSERT_NE(single, nullptr);
   EXPECT_FALSE(single->Restore(*state).ok());
+}
+
+TEST(BlendSamplerTest, PrefetchingGivesTheSameBatchesAndResumes) {
+  const DataConfig d = TinyData();
+  SamplerOptions threaded = Options(d, 8);
+  threaded.data.loader_threads = 2;
+  threaded.data.prefetch_batches = 4;
+  auto a = MakeBlend(TwoSources(), threaded, 3);
+  auto b = MakeBlend(TwoSources(), Options(d, 8), 3);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->State().fingerprint, b->State().fingerprint);
+  constexpr int64_t kResumeStep = 5;
+  SamplerState saved;
+  std::vector<PlmBatch> batches;
+  for (int64_t t = 0; t < 12; ++t) {
+    if (t == kResumeStep) saved = a->State();
+    batches.push_back(a->Next());
+    ExpectBatchesEqual(batches.back(), b->Next());
+  }
+  EXPECT_EQ(saved.step, kResumeStep);
+  // Both rewind to the saved step (the prefetched batches are dropped).
+  ASSERT_TRUE(a->Restore(saved).ok());
+  ASSERT_TRUE(b->Restore(saved).ok());
+  for (int64_t t = kResumeStep; t < 12; ++t) {
+    const PlmBatch again = a->Next();
+    ExpectBatchesEqual(again, batches[t]);
+    ExpectBatchesEqual(again, b->Next());
+  }
+  EXPECT_EQ(a->State().step, 12);
 }
 
 TEST(BlendSamplerTest, BadBlendsAreRefusedNamingTheSource) {
