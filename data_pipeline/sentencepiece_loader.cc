@@ -27,6 +27,33 @@ std::string ExecutableDir() {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
+// dlopen() with LOCAL + DEEPBIND: the module and its SentencePiece /
+// protobuf-lite resolve their own symbols first and never enter the global
+// scope. Sanitizer runtimes refuse RTLD_DEEPBIND in their dlopen
+// interceptor (a deep-bound module would find libc's malloc before theirs).
+// A sanitized build (XLNET_SANITIZE) builds the module with the same
+// sanitizers, so the runtime is the first library of the module's own
+// scope and its malloc is the one the module binds to; such a build calls
+// libc's dlopen directly, past the interceptor.
+void* OpenPrivately(const std::string& path) {
+  constexpr int kFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#if defined(XLNET_SANITIZED_BRIDGE)
+  using DlopenFn = void* (*)(const char*, int);
+  static const DlopenFn real_dlopen = []() -> DlopenFn {
+    for (const char* lib : {"libc.so.6", "libdl.so.2"}) {
+      void* handle = ::dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+      if (handle == nullptr) continue;
+      if (void* fn = ::dlsym(handle, "dlopen")) {
+        return reinterpret_cast<DlopenFn>(fn);
+      }
+    }
+    return nullptr;
+  }();
+  if (real_dlopen != nullptr) return real_dlopen(path.c_str(), kFlags);
+#endif
+  return ::dlopen(path.c_str(), kFlags);
+}
+
 struct Loaded {
   const BridgeApi* api = nullptr;
   std::string error;
@@ -52,10 +79,7 @@ Loaded LoadOnce() {
       tried += (tried.empty() ? "" : ", ") + path;
       continue;
     }
-    // LOCAL + DEEPBIND: the module and its SentencePiece/protobuf-lite
-    // resolve their own symbols first and never enter the global scope.
-    void* handle =
-        ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void* handle = OpenPrivately(path);
     if (handle == nullptr) {
       result.error = path + ": " + ::dlerror();
       return result;
