@@ -12,9 +12,9 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <optional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -385,15 +385,15 @@ absl::Status CheckOneDocument(const std::string& yaml_text,
   size_t documents = 0;
   while (parser.HandleNextDocument(content)) {
     if (++documents > markers + 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": invalid YAML: it reads as ", documents,
-          " or more documents but has ", markers,
-          " document markers ('---', '...')"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": invalid YAML: it reads as ", documents,
+                       " or more documents but has ", markers,
+                       " document markers ('---', '...')"));
     }
     if (documents > 1 && content.first) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ":", content.first->line + 1,
-          ": a second YAML document; a config file holds one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ":", content.first->line + 1,
+                       ": a second YAML document; a config file holds one"));
     }
   }
   return absl::OkStatus();
@@ -443,13 +443,12 @@ absl::Status ReadSources(const YAML::Node& node, const std::string& source,
   }
   std::vector<DataSource> sources;
   for (const YAML::Node& entry : node) {
-    const std::string prefix = absl::StrCat("data.sources[", sources.size(),
-                                            "]");
+    const std::string prefix =
+        absl::StrCat("data.sources[", sources.size(), "]");
     if (!entry.IsMap()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at(entry), ": ", prefix,
-                       ": expected a map {path, weight, name}, got ",
-                       Describe(entry)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          at(entry), ": ", prefix,
+          ": expected a map {path, weight, name}, got ", Describe(entry)));
     }
     DataSource s;
     std::set<std::string> seen;
@@ -471,15 +470,15 @@ absl::Status ReadSources(const YAML::Node& node, const std::string& source,
             absl::StrCat(at(kv.first), ": duplicate key '", path, "'"));
       }
       (*locations)[path] = at(kv.first);
-      const bool ok = key == "weight"
-                          ? ReadYaml(kv.second, &s.weight)
-                          : ReadYaml(kv.second,
-                                     key == "path" ? &s.path : &s.name);
+      const bool ok =
+          key == "weight"
+              ? ReadYaml(kv.second, &s.weight)
+              : ReadYaml(kv.second, key == "path" ? &s.path : &s.name);
       if (!ok) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            at(kv.second), ": ", path, ": expected ",
-            key == "weight" ? "a number" : "a string", ", got ",
-            Describe(kv.second)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(at(kv.second), ": ", path, ": expected ",
+                         key == "weight" ? "a number" : "a string", ", got ",
+                         Describe(kv.second)));
       }
     }
     for (const std::string& key : SourceKeys()) {
@@ -515,9 +514,9 @@ struct YamlSectionReader {
     if (!status.ok()) return;
     const YAML::Node node = section[key];
     if (!node.IsDefined()) return;
-    status = ReadSources(node, source,
-                         locations.at(absl::StrCat(name, ".", key)),
-                         &locations, &field);
+    status =
+        ReadSources(node, source, locations.at(absl::StrCat(name, ".", key)),
+                    &locations, &field);
   }
 };
 
@@ -813,9 +812,9 @@ std::optional<Problem> CheckData(const DataConfig& d) {
             (entry + ".weight").c_str(),
             "must be a finite number > 0" + Got(s.weight));
     const bool name_ok =
-        !name.empty() &&
-        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"
-                               "UVWXYZ0123456789_-.") == std::string::npos;
+        !name.empty() && name.find_first_not_of(
+                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"
+                             "UVWXYZ0123456789_-.") == std::string::npos;
     c.Check(name_ok, (entry + ".name").c_str(),
             absl::StrCat("'", name,
                          "' must be letters, digits, '_', '-' or '.' (it "
@@ -1318,11 +1317,18 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
   if (!has_d_head && config.n_head > 0) {
     config.d_head = config.d_model / config.n_head;
   }
+  // The most labels a config.json may name (id2label or num_labels).
+  constexpr int64_t kMaxLabels = 1 << 16;
   if (root.contains("id2label")) {
     const Json& labels = root["id2label"];
     if (!labels.is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": id2label must be an object"));
+    }
+    if (static_cast<int64_t>(labels.size()) > kMaxLabels) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": id2label has ", labels.size(),
+                       " labels, more than ", kMaxLabels));
     }
     std::vector<std::string> names(labels.size());
     for (const auto& [id, name] : labels.items()) {
@@ -1348,8 +1354,10 @@ absl::StatusOr<XLNetConfig> ParseModelConfigJson(const std::string& json_text,
                                                      " is not an integer"));
     }
     const int64_t n = root["num_labels"].get<int64_t>();
-    // A label list this long would be a config error, not a task.
-    constexpr int64_t kMaxLabels = 1 << 20;
+    // A label list this long would be a config error, not a task; and a
+    // 20-byte file must not make us build a million names (found by
+    // fuzz/model_config_json_fuzzer.cc: {"num_labels":885656} took over 20 s
+    // under ASan to parse and write back).
     if (n < 1 || n > kMaxLabels) {
       return absl::InvalidArgumentError(absl::StrCat(
           source, ": num_labels ", n, ": must be in [1, ", kMaxLabels, "]"));

@@ -349,6 +349,14 @@ TEST(ConfigTest, ModelJsonErrors) {
       "c.json");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->d_head, 16);
+  // A 21-byte file must not make a million label names (the fuzzer's
+  // {"num_labels":885656} took over 20 s under ASan); 65536 is the most.
+  auto many = ParseModelConfigJson(R"({"num_labels": 885656})", "c.json");
+  EXPECT_EQ(Message(many.status()),
+            "c.json: num_labels 885656: must be in [1, 65536]");
+  auto most = ParseModelConfigJson(R"({"num_labels": 65536})", "c.json");
+  ASSERT_TRUE(most.ok()) << most.status();
+  EXPECT_EQ(most->id2label.size(), 65536u);
 }
 
 // One key per setting: old homes are errors naming the new key, in the file
@@ -485,10 +493,9 @@ TEST(ConfigTest, DataSourcesParseAndRoundTrip) {
       "  source_block_steps: 20\n";
   auto config = ParseConfig(text, "s.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  const std::vector<DataSource> expected = {
-      {"corpora/wiki/", 0.75, "wiki"},
-      {"/data/books", 0.25, "novels"},
-      {"web", 1.0, "web"}};
+  const std::vector<DataSource> expected = {{"corpora/wiki/", 0.75, "wiki"},
+                                            {"/data/books", 0.25, "novels"},
+                                            {"web", 1.0, "web"}};
   EXPECT_EQ(config->data.sources, expected);
   EXPECT_EQ(config->data.source_block_steps, 20);
   const std::string yaml = ConfigToYaml(*config);
@@ -550,10 +557,11 @@ TEST(ConfigTest, BadDataSourcesNameTheEntry) {
   EXPECT_EQ(error("data:\n  sources:\n    - a_dir\n"),
             "s.yaml:3: data.sources[0]: expected a map {path, weight, name}, "
             "got 'a_dir'");
-  EXPECT_NE(error("data:\n  sources: a_dir\n").find(
-                "s.yaml:2: data.sources: expected a list of {path, weight, "
+  EXPECT_NE(
+      error("data:\n  sources: a_dir\n")
+          .find("s.yaml:2: data.sources: expected a list of {path, weight, "
                 "name} maps"),
-            std::string::npos);
+      std::string::npos);
   EXPECT_EQ(error("data:\n  source_block_steps: 0\n"),
             "s.yaml:2: data.source_block_steps: must be >= 1 (got 0)");
 }
@@ -561,10 +569,10 @@ TEST(ConfigTest, BadDataSourcesNameTheEntry) {
 // --set data.sources takes the list in YAML flow syntax; errors name the
 // override.
 TEST(ConfigTest, DataSourcesFromSetUseYamlFlowSyntax) {
-  auto config = ParseConfig(
-      "data:\n  sources:\n    - path: old\n", "s.yaml",
-      {"data.sources=[{path: dirA, weight: 0.75, name: wiki}, "
-       "{path: dirB, weight: 0.25}]"});
+  auto config =
+      ParseConfig("data:\n  sources:\n    - path: old\n", "s.yaml",
+                  {"data.sources=[{path: dirA, weight: 0.75, name: wiki}, "
+                   "{path: dirB, weight: 0.25}]"});
   ASSERT_TRUE(config.ok()) << config.status();
   const std::vector<DataSource> expected = {{"dirA", 0.75, "wiki"},
                                             {"dirB", 0.25, "dirB"}};
@@ -576,11 +584,12 @@ TEST(ConfigTest, DataSourcesFromSetUseYamlFlowSyntax) {
                 ": unknown key 'data.sources[0].wieght' (did you mean "
                 "'weight'?); an entry has path, weight and name");
   config = ParseConfig("", "s.yaml", {"data.sources=dirA:0.5"});
-  EXPECT_NE(Message(config.status())
-                .find("--set data.sources=dirA:0.5: data.sources: expected a "
-                      "list of {path, weight, name} maps (--set: "
-                      "data.sources=[{path: DIR_A, weight: 3}, {path: DIR_B}])"),
-            std::string::npos)
+  EXPECT_NE(
+      Message(config.status())
+          .find("--set data.sources=dirA:0.5: data.sources: expected a "
+                "list of {path, weight, name} maps (--set: "
+                "data.sources=[{path: DIR_A, weight: 3}, {path: DIR_B}])"),
+      std::string::npos)
       << config.status();
   // An empty list turns blending off again.
   config = ParseConfig("data:\n  sources:\n    - path: a\n", "s.yaml",
