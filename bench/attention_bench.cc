@@ -81,8 +81,8 @@ absl::Status Run(int argc, char** argv) {
     const auto impl = xlnet::ParseAttentionImpl(std::string(name));
     if (!impl) {
       return absl::InvalidArgumentError(
-          "--impls takes unfused, tiled, cuda; got '" + std::string(name) +
-          "'");
+          "--impls takes unfused, tiled, cuda, sdpa; got '" +
+          std::string(name) + "'");
     }
     impls.push_back(*impl);
   }

@@ -878,7 +878,7 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
   c.Check(t.dtype != "fp16" || t.device.rfind("cuda", 0) == 0, "dtype",
           "fp16 needs device cuda (use bf16 on cpu)");
   c.Check(t.threads >= 0, "threads", "must be >= 0 (0 = all cores)");
-  c.OneOf<void>("attention", t.attention, {"unfused", "tiled", "cuda"});
+  c.OneOf<void>("attention", t.attention, {"unfused", "tiled", "cuda", "sdpa"});
   c.Check(t.attention != "tiled" || t.device == "cpu", "attention",
           "'tiled' is the CPU implementation (device cuda: 'cuda' or "
           "'unfused')");

@@ -217,9 +217,11 @@ struct TrainConfig {
   int64_t threads = 0;
   // Recompute each layer's activations in backward to save memory.
   bool activation_checkpointing = false;
-  // Attention core: "unfused", "tiled" (fused op, CPU) or "cuda" (fused
+  // Attention core: "unfused", "tiled" (fused op, CPU), "cuda" (fused
   // op's kernel, needs -DXLNET_CUDA_ATTENTION=ON; correct but slower than
-  // unfused on an H100); model/README.md.
+  // unfused on an H100) or "sdpa" (LibTorch's scaled_dot_product_attention
+  // with the position and segment terms as its bias; LibTorch >= 2.1);
+  // model/README.md.
   std::string attention = "unfused";
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;

@@ -7,32 +7,30 @@
 namespace xlnet {
 
 torch::Tensor RelShift(const torch::Tensor& x, int64_t klen) {
-  TORCH_CHECK(x.dim() == 4, "RelShift expects [B, H, Lq, R], got ",
-              x.sizes());
+  TORCH_CHECK(x.dim() == 4, "RelShift expects [B, H, Lq, R], got ", x.sizes());
   const int64_t b = x.size(0), h = x.size(1), lq = x.size(2), r = x.size(3);
   TORCH_CHECK(klen <= r - 1, "RelShift: klen ", klen, " needs R > klen, R=", r);
-  auto y = x.reshape({b, h, r, lq});                // [B, H, R, Lq]
-  y = y.narrow(2, 1, r - 1);                        // [B, H, R-1, Lq]
-  y = y.reshape({b, h, lq, r - 1});                 // [B, H, Lq, R-1]
-  return y.narrow(3, 0, klen);                      // [B, H, Lq, K]
+  auto y = x.reshape({b, h, r, lq});  // [B, H, R, Lq]
+  y = y.narrow(2, 1, r - 1);          // [B, H, R-1, Lq]
+  y = y.reshape({b, h, lq, r - 1});   // [B, H, Lq, R-1]
+  return y.narrow(3, 0, klen);        // [B, H, Lq, K]
 }
 
 torch::Tensor RelShiftAt(const torch::Tensor& x, const torch::Tensor& query_pos,
                          int64_t qlen, int64_t klen) {
-  TORCH_CHECK(x.dim() == 4, "RelShiftAt expects [B, H, P, R], got ",
-              x.sizes());
+  TORCH_CHECK(x.dim() == 4, "RelShiftAt expects [B, H, P, R], got ", x.sizes());
   TORCH_CHECK(query_pos.dim() == 2 && query_pos.size(0) == x.size(0) &&
                   query_pos.size(1) == x.size(2),
               "RelShiftAt: query_pos ", query_pos.sizes(), " vs x ", x.sizes());
   TORCH_CHECK(x.size(3) >= klen + qlen, "RelShiftAt: R ", x.size(3),
               " < klen + qlen ", klen + qlen);
   const int64_t b = x.size(0), h = x.size(1), p = x.size(2);
-  auto j = torch::arange(klen, query_pos.options());       // [K]
+  auto j = torch::arange(klen, query_pos.options());  // [K]
   // index[b, p, j] = j + qlen - pos[b, p], in [1, klen + qlen - 1].
-  auto index = (j.view({1, 1, klen}) + qlen -
-                query_pos.unsqueeze(2));                    // [B, P, K]
-  index = index.unsqueeze(1).expand({b, h, p, klen});       // [B, H, P, K]
-  return x.gather(3, index);                                // [B, H, P, K]
+  auto index =
+      (j.view({1, 1, klen}) + qlen - query_pos.unsqueeze(2));  // [B, P, K]
+  index = index.unsqueeze(1).expand({b, h, p, klen});          // [B, H, P, K]
+  return x.gather(3, index);                                   // [B, H, P, K]
 }
 
 torch::Tensor RelativePositionalEncoding(int64_t qlen, int64_t klen,
@@ -42,14 +40,14 @@ torch::Tensor RelativePositionalEncoding(int64_t qlen, int64_t klen,
   auto freq_seq = torch::arange(0, d_model, 2, fopts);            // [D/2]
   auto inv_freq = 1.0 / torch::pow(10000.0, freq_seq / d_model);  // [D/2]
   // Positions klen, klen-1, ..., -qlen+1 (R = klen + qlen values).
-  auto fwd = torch::arange(klen, -qlen, -1, fopts);               // [R]
+  auto fwd = torch::arange(klen, -qlen, -1, fopts);  // [R]
   auto make = [&](torch::Tensor pos) {
     if (clamp_len > 0) pos = pos.clamp(-clamp_len, clamp_len);
-    auto inp = pos.unsqueeze(1) * inv_freq.unsqueeze(0);          // [R, D/2]
-    return torch::cat({inp.sin(), inp.cos()}, 1);                 // [R, D]
+    auto inp = pos.unsqueeze(1) * inv_freq.unsqueeze(0);  // [R, D/2]
+    return torch::cat({inp.sin(), inp.cos()}, 1);         // [R, D]
   };
-  if (!bi_data) return make(fwd).unsqueeze(0);                    // [1, R, D]
-  return torch::stack({make(fwd), make(-fwd)}, 0);                // [2, R, D]
+  if (!bi_data) return make(fwd).unsqueeze(0);      // [1, R, D]
+  return torch::stack({make(fwd), make(-fwd)}, 0);  // [2, R, D]
 }
 
 double MaskedScoreValue(torch::ScalarType dtype) {
@@ -58,29 +56,38 @@ double MaskedScoreValue(torch::ScalarType dtype) {
   return dtype == torch::kHalf ? -65000.0 : -1e30;
 }
 
-torch::Tensor RelativeAttentionCore(
-    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-    const torch::Tensor& k_r, const torch::Tensor& r_w_bias,
-    const torch::Tensor& r_r_bias, const torch::Tensor& r_s_bias,
-    const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
-    double dropout, bool training) {
+void CheckAttentionCoreShapes(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v,
+                              const torch::Tensor& k_r) {
+  TORCH_CHECK(q.dim() == 4, "attention: q must be [B, H, Lq, Dh], got ",
+              q.sizes());
   const int64_t b = q.size(0), h = q.size(1), dh = q.size(3);
-  const int64_t klen = k.size(2);
   TORCH_CHECK(k.sizes() == v.sizes() && k.size(0) == b && k.size(1) == h &&
                   k.size(3) == dh,
               "attention: q ", q.sizes(), " k ", k.sizes(), " v ", v.sizes());
   TORCH_CHECK(k_r.dim() == 4 && (k_r.size(0) == b || k_r.size(0) == 1) &&
                   k_r.size(1) == h && k_r.size(3) == dh,
               "attention: k_r ", k_r.sizes(), " for q ", q.sizes());
+}
+
+torch::Tensor RelativeAttentionCore(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& k_r, const torch::Tensor& r_w_bias,
+    const torch::Tensor& r_r_bias, const torch::Tensor& r_s_bias,
+    const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
+    double dropout, bool training) {
+  CheckAttentionCoreShapes(q, k, v, k_r);
+  const int64_t h = q.size(1), dh = q.size(3);
+  const int64_t klen = k.size(2);
   const auto hd = [&](const torch::Tensor& t) {
-    return t.view({1, h, 1, dh});                             // [1, H, 1, Dh]
+    return t.view({1, h, 1, dh});  // [1, H, 1, Dh]
   };
   // Content term: [B, H, Lq, Dh] x [B, H, Dh, K] -> [B, H, Lq, K].
   auto ac = torch::matmul(q + hd(r_w_bias), k.transpose(2, 3));
   // Position term: [B, H, Lq, Dh] x [Bp, H, Dh, R] -> [B, H, Lq, R].
   auto bd = torch::matmul(q + hd(r_r_bias), k_r.transpose(2, 3));
   bd = bias.query_pos.defined() ? RelShiftAt(bd, bias.query_pos, qlen, klen)
-                                : RelShift(bd, klen);         // [B, H, Lq, K]
+                                : RelShift(bd, klen);  // [B, H, Lq, K]
   // The score is built in place on ac's fresh buffer: none of add_, mul_ and
   // masked_fill_ needs its input for backward, so autograd stays exact and
   // three [B, H, Lq, K] temporaries are saved.
@@ -95,16 +102,16 @@ torch::Tensor RelativeAttentionCore(
   }
   // Normalise in fp32 (fp64 stays fp64) whatever the compute dtype, so bf16
   // and fp16 never overflow or lose the softmax.
-  const auto acc = score.scalar_type() == torch::kDouble ? torch::kDouble
-                                                         : torch::kFloat;
+  const auto acc =
+      score.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
   if (score.scalar_type() != acc) score = score.to(acc);
   score.mul_(1.0 / std::sqrt(static_cast<double>(dh)));
   if (bias.mask.defined()) {
     score.masked_fill_(bias.mask, MaskedScoreValue(acc));
   }
-  auto prob = torch::softmax(score, 3);                       // [B, H, Lq, K]
+  auto prob = torch::softmax(score, 3);  // [B, H, Lq, K]
   prob = torch::dropout(prob, dropout, training);
-  auto out = torch::matmul(prob.to(v.scalar_type()), v);      // [B, H, Lq, Dh]
+  auto out = torch::matmul(prob.to(v.scalar_type()), v);  // [B, H, Lq, Dh]
   if (bias.mask.defined()) {
     // A query that may see no key at all attends to nothing (zero output)
     // instead of HF's uniform average over masked keys, which would leak
@@ -131,16 +138,15 @@ RelativeAttentionImpl::RelativeAttentionImpl(const XLNetConfig& config)
   r_w_bias = register_parameter("r_w_bias", torch::empty({h, dh}));
   seg_embed = register_parameter("seg_embed", torch::empty({2, h, dh}));
   layer_norm = register_module(
-      "layer_norm",
-      torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(
-          config.layer_norm_eps)));
+      "layer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(
+                        config.layer_norm_eps)));
   ResetParameters(config.initializer_range);
 }
 
 void RelativeAttentionImpl::ResetParameters(double initializer_range) {
   torch::NoGradGuard no_grad;
-  for (auto* t : {&q, &k, &v, &o, &r, &r_r_bias, &r_s_bias, &r_w_bias,
-                  &seg_embed}) {
+  for (auto* t :
+       {&q, &k, &v, &o, &r, &r_r_bias, &r_s_bias, &r_w_bias, &seg_embed}) {
     t->normal_(0.0, initializer_range);
   }
   layer_norm->weight.fill_(1.0);
@@ -150,8 +156,9 @@ void RelativeAttentionImpl::ResetParameters(double initializer_range) {
 torch::Tensor RelativeAttentionImpl::Project(const torch::Tensor& x,
                                              const torch::Tensor& w) const {
   const int64_t b = x.size(0), t = x.size(1);
-  auto y = torch::matmul(x, w.view({d_model, n_head * d_head}));  // [B, T, H*Dh]
-  return y.view({b, t, n_head, d_head}).transpose(1, 2);          // [B, H, T, Dh]
+  auto y =
+      torch::matmul(x, w.view({d_model, n_head * d_head}));  // [B, T, H*Dh]
+  return y.view({b, t, n_head, d_head}).transpose(1, 2);     // [B, H, T, Dh]
 }
 
 torch::Tensor RelativeAttentionImpl::ProjectPositions(
@@ -166,10 +173,10 @@ torch::Tensor RelativeAttentionImpl::PostAttention(
     const torch::Tensor& x, const torch::Tensor& attn_vec) {
   const int64_t b = attn_vec.size(0), t = attn_vec.size(2);
   auto flat = attn_vec.transpose(1, 2).reshape(
-      {b, t, n_head * d_head});                                 // [B, T, H*Dh]
+      {b, t, n_head * d_head});  // [B, T, H*Dh]
   auto out = torch::matmul(flat, o.view({d_model, n_head * d_head}).t());
   out = BackboneDropout(out, dropout, is_training(),
-                        counter_dropout);                       // [B, T, D]
+                        counter_dropout);  // [B, T, D]
   return layer_norm(out + x);
 }
 

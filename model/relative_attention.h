@@ -57,6 +57,12 @@ torch::Tensor RelativeAttentionCore(
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training);
 
+// The shape checks of an attention core's inputs (RelativeAttentionCore,
+// SdpaRelativeAttentionCore): q [B, H, Lq, Dh], k and v [B, H, K, Dh], k_r
+// [B or 1, H, R, Dh]; TORCH_CHECK failures name the shapes.
+void CheckAttentionCoreShapes(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, const torch::Tensor& k_r);
+
 // The value a masked score is replaced with: finite in every dtype.
 double MaskedScoreValue(torch::ScalarType dtype);
 

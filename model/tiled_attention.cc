@@ -26,6 +26,7 @@ std::optional<AttentionImpl> ParseAttentionImpl(const std::string& name) {
   if (name == "unfused") return AttentionImpl::kUnfused;
   if (name == "tiled") return AttentionImpl::kTiled;
   if (name == "cuda") return AttentionImpl::kCuda;
+  if (name == "sdpa") return AttentionImpl::kSdpa;
   return std::nullopt;
 }
 
@@ -37,6 +38,8 @@ const char* AttentionImplName(AttentionImpl impl) {
       return "tiled";
     case AttentionImpl::kCuda:
       return "cuda";
+    case AttentionImpl::kSdpa:
+      return "sdpa";
   }
   return "?";
 }
@@ -846,9 +849,12 @@ torch::Tensor FusedRelativeAttentionCore(
     const torch::Tensor& r_r_bias, const torch::Tensor& r_s_bias,
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training, const AttentionOptions& options) {
-  TORCH_CHECK(options.impl != AttentionImpl::kUnfused,
-              "FusedRelativeAttentionCore: impl 'unfused' is "
-              "RelativeAttentionCore");
+  TORCH_CHECK(options.impl == AttentionImpl::kTiled ||
+                  options.impl == AttentionImpl::kCuda,
+              "FusedRelativeAttentionCore: impl '",
+              AttentionImplName(options.impl),
+              "' is not the fused op (RelativeAttentionCore is 'unfused', "
+              "SdpaRelativeAttentionCore 'sdpa')");
   if (options.impl == AttentionImpl::kCuda) {
     TORCH_CHECK(CudaAttentionCompiled(),
                 "attention 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "

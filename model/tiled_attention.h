@@ -29,9 +29,12 @@ enum class AttentionImpl {
   kUnfused,  // RelativeAttentionCore: LibTorch ops on [B, H, Lq, K] scores
   kTiled,    // the fused op's CPU implementation (CPU tensors only)
   kCuda,     // the fused op's CUDA kernel (CUDA tensors, XLNET_WITH_CUDA)
+  kSdpa,     // LibTorch's scaled_dot_product_attention with the position
+             // and segment terms as its bias (LibTorch >= 2.1;
+             // model/sdpa_attention.h)
 };
 
-// "unfused", "tiled", "cuda"; nullopt for anything else.
+// "unfused", "tiled", "cuda", "sdpa"; nullopt for anything else.
 std::optional<AttentionImpl> ParseAttentionImpl(const std::string& name);
 const char* AttentionImplName(AttentionImpl impl);
 

@@ -6,6 +6,7 @@
 
 #include "model/activation_checkpoint.h"
 #include "model/precision.h"
+#include "model/sdpa_attention.h"
 
 namespace xlnet {
 
@@ -186,6 +187,11 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
   auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {
     if (c.attention.impl == AttentionImpl::kUnfused) {
       return RelativeAttentionCore(
+          q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
+          attn->r_s_bias, attn->seg_embed, bias, c.qlen, c.dropout, c.training);
+    }
+    if (c.attention.impl == AttentionImpl::kSdpa) {
+      return SdpaRelativeAttentionCore(
           q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
           attn->r_s_bias, attn->seg_embed, bias, c.qlen, c.dropout, c.training);
     }

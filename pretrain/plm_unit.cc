@@ -5,6 +5,7 @@
 #include "common/runtime.h"
 #include "common/status.h"
 #include "model/precision.h"
+#include "model/sdpa_attention.h"
 #include "model_io/load.h"
 #include "model_io/save.h"
 
@@ -165,6 +166,12 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
         "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
         "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention kernel");
   }
+  if (attention.impl == AttentionImpl::kSdpa && !SdpaAvailable()) {
+    return absl::InvalidArgumentError(
+        "train.attention: 'sdpa' needs LibTorch >= 2.1 "
+        "(scaled_dot_product_attention); this build has " +
+        std::string(TORCH_VERSION) + " (use 'unfused' or 'tiled')");
+  }
   unit->model_->transformer->SetAttention(attention);
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(train.seed + 7919 * (options.rank + 1));
@@ -267,8 +274,7 @@ std::map<std::string, double> PlmUnit::LogValues(int64_t steps_done) {
   const std::vector<int64_t> tokens = blend_->TokensConsumed(steps_done);
   std::map<std::string, double> out;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    out["tokens_" + blend_->sources()[i].name] =
-        static_cast<double>(tokens[i]);
+    out["tokens_" + blend_->sources()[i].name] = static_cast<double>(tokens[i]);
   }
   return out;
 }

@@ -5,7 +5,8 @@
 # GPU:
 #   1. the whole test suite against that LibTorch (CPU paths; Gloo tests are
 #      skipped when its headers are missing, as in pip wheels),
-#   2. the HuggingFace comparisons on the GPU (XLNET_TEST_DEVICE=cuda),
+#   2. the HuggingFace comparisons on the GPU (XLNET_TEST_DEVICE=cuda), with
+#      the unfused core, the CUDA kernel (if built) and attention 'sdpa',
 #   3. short pretraining runs of configs/tiny.yaml on cuda in fp32, bf16 and
 #      fp16, each SIGKILLed after its step-100 checkpoint and resumed, with
 #      the final weights compared to an uninterrupted run (bit-identical
@@ -56,6 +57,10 @@ if [[ "$DEV" == cuda ]]; then
     --gtest_filter='GoldenTest.*:HfExtraTest.*:CudaAttentionTest.*' 2>&1 |
     tee "$OUT/hf_cuda_kernel.txt"
   check "2. HF comparisons with train.attention=cuda"
+  XLNET_TEST_DEVICE=cuda XLNET_TEST_ATTENTION=sdpa "$BUILD/bin/xlnet_model_test" \
+    --gtest_filter='GoldenTest.*:HfExtraTest.*:ActivationCheckpointTest.*:SdpaAttentionTest.*' \
+    2>&1 | tee "$OUT/hf_cuda_sdpa.txt"
+  check "2. HF comparisons with train.attention=sdpa"
 fi
 
 echo "== 3. pretraining on $DEV: SIGKILL after step 100, resume, compare"

@@ -75,6 +75,22 @@ inline CommandResult RunCommand(const std::string& command) {
   return result;
 }
 
+// A shell prefix that bounds the memory of the command after it to `kib`
+// KiB: `ulimit -v` (address space). AddressSanitizer reserves terabytes of
+// address space for its shadow at start, so under ASan the bound is ASan's
+// own instead: no single allocation above `kib` (it returns null, which
+// LibTorch and operator new turn into an error). Either way a tool that
+// allocates before checking sizes fails instead of taking the machine.
+inline std::string MemoryCap(int64_t kib) {
+#if defined(__SANITIZE_ADDRESS__)
+  return "export ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+         "allocator_may_return_null=1:max_allocation_size_mb=" +
+         std::to_string(kib / 1024) + "\"; ";
+#else
+  return "ulimit -v " + std::to_string(kib) + "; ";
+#endif
+}
+
 // Starts `command` with /bin/sh in its own process group, output appended
 // to `log_path`; returns its pid (kill with KillGroup, reap with WaitPid).
 inline pid_t SpawnCommand(const std::string& command,

@@ -5,7 +5,10 @@
 // without the segment term, k_r batch 1 and B, and tile sizes that do and
 // do not divide Lq and K; bf16 within a stated tolerance of fp32; fp64
 // finite differences with and without dropout; the dropout stream's
-// determinism and its Philox known-answer vectors.
+// determinism and its Philox known-answer vectors. Attention 'sdpa'
+// (model/sdpa_attention.h): its bias reproduces the unfused score exactly,
+// the CUDA bias kernel matches the LibTorch ops, and the whole core matches
+// the unfused one (where LibTorch has SDPA, >= 2.1).
 #include "model/tiled_attention.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 
 #include "model/philox.h"
 #include "model/precision.h"
+#include "model/sdpa_attention.h"
 #include "tests/model/test_util.h"
 
 namespace xlnet {
@@ -74,6 +78,10 @@ torch::Tensor RunCore(const CoreInputs& in, const std::vector<torch::Tensor>& x,
   if (opts.impl == AttentionImpl::kUnfused) {
     return RelativeAttentionCore(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
                                  in.bias, in.qlen, dropout, training);
+  }
+  if (opts.impl == AttentionImpl::kSdpa) {
+    return SdpaRelativeAttentionCore(x[0], x[1], x[2], x[3], x[4], x[5], x[6],
+                                     x[7], in.bias, in.qlen, dropout, training);
   }
   return FusedRelativeAttentionCore(x[0], x[1], x[2], x[3], x[4], x[5], x[6],
                                     x[7], in.bias, in.qlen, dropout, training,
@@ -425,8 +433,9 @@ TEST(TiledAttentionTest, DropoutMatchesTheUnfusedCoreInDistribution) {
     // (about 1 / sqrt(3000) = 1.8% of the spread).
     const double scale = unfused[i].abs().max().item<double>();
     const double diff = MaxAbsDiff(tiled[i], unfused[i]);
-    std::printf("[ diff     ] dropout %s: max |tiled - unfused| %.3g (scale %.3g)\n",
-                names[i], diff, scale);
+    std::printf(
+        "[ diff     ] dropout %s: max |tiled - unfused| %.3g (scale %.3g)\n",
+        names[i], diff, scale);
     EXPECT_LT(diff, 0.08 * scale) << names[i];
   }
 }
@@ -519,6 +528,188 @@ TEST(TiledAttentionTest, RejectsBadUse) {
                c10::Error);
   EXPECT_TRUE(ParseAttentionImpl("tiled") == AttentionImpl::kTiled);
   EXPECT_FALSE(ParseAttentionImpl("flash").has_value());
+}
+
+}  // namespace
+}  // namespace xlnet
+
+namespace xlnet {
+namespace {
+
+// Inputs of MakeCore moved to `device` in `dtype` (masks and positions
+// too).
+CoreInputs OnDevice(const CoreInputs& in, torch::Device device,
+                    torch::ScalarType dtype) {
+  CoreInputs out = in;
+  for (auto& t : out.x) t = t.to(device, dtype);
+  for (auto* t : {&out.bias.mask, &out.bias.seg_diff, &out.bias.query_pos}) {
+    if (t->defined()) *t = t->to(device);
+  }
+  return out;
+}
+
+// The sdpa split of the score, in fp64 with LibTorch ops: content term
+// times scale plus RelativePositionBias, then the unfused path's masked
+// softmax and zero rows, equals RelativeAttentionCore.
+TEST(SdpaAttentionTest, PositionBiasGivesTheUnfusedScore) {
+  for (bool query_stream : {false, true}) {
+    for (bool seg : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "query stream " << query_stream
+                                        << ", segment term " << seg);
+      Case c;
+      c.query_stream = query_stream;
+      c.lq = query_stream ? 5 : 7;
+      c.seg = seg;
+      const CoreInputs in = MakeCore(c, 21, torch::kDouble);
+      const auto& x = in.x;
+      const int64_t h = c.h, dh = c.dh, klen = c.mlen + c.l;
+      const double scale = 1.0 / std::sqrt(double(dh));
+      auto hd = [&](const torch::Tensor& t) { return t.view({1, h, 1, dh}); };
+      auto bd = torch::matmul(x[0] + hd(x[5]), x[3].transpose(2, 3));
+      torch::Tensor e;
+      if (seg) {
+        e = torch::matmul(x[0] + hd(x[6]), x[7].permute({1, 2, 0}));
+      }
+      auto bias = RelativePositionBias(bd, e, in.bias, in.qlen, klen, scale);
+      ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{c.b, h, c.lq, klen}));
+      auto score =
+          torch::matmul(x[0] + hd(x[4]), x[1].transpose(2, 3)) * scale + bias;
+      auto out = torch::matmul(torch::softmax(score, 3), x[2]);
+      out = out.masked_fill(in.bias.mask.all(3, true), 0.0);
+      auto ref = RelativeAttentionCore(x[0], x[1], x[2], x[3], x[4], x[5], x[6],
+                                       x[7], in.bias, in.qlen, 0, false);
+      EXPECT_LT(MaxAbsDiff(out, ref), 1e-12);
+      // Masked keys hold the mask value, nothing else does.
+      auto masked = in.bias.mask.expand_as(bias);
+      EXPECT_TRUE((bias.masked_select(masked) == -1e30).all().item<bool>());
+      EXPECT_TRUE((bias.masked_select(~masked) > -1e29).all().item<bool>());
+    }
+  }
+}
+
+// The CUDA bias kernel against the LibTorch ops (CPU, fp32): forward and
+// the gradients of bd and seg, fp32 within 1e-6 and bf16 within 1% of each
+// tensor's scale. Needs -DXLNET_CUDA_ATTENTION=ON and a GPU.
+TEST(SdpaAttentionTest, CudaBiasKernelMatchesLibTorchOps) {
+  if (!CudaAttentionCompiled() || !torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA kernels in this build or no GPU";
+  }
+  for (bool query_stream : {false, true}) {
+    for (bool seg : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "query stream " << query_stream
+                                        << ", segment term " << seg);
+      Case c;
+      c.b = 2;
+      c.h = 3;
+      c.l = 37;
+      c.lq = query_stream ? 11 : 37;
+      c.mlen = 20;
+      c.query_stream = query_stream;
+      c.seg = seg;
+      const CoreInputs in = MakeCore(c, 22);
+      const int64_t klen = c.mlen + c.l, rlen = klen + c.l;
+      auto bd = torch::randn({c.b, c.h, c.lq, rlen});
+      auto e = seg ? torch::randn({c.b, c.h, c.lq, 2}) : torch::Tensor();
+      auto w = torch::randn({c.b, c.h, c.lq, klen});
+      auto run = [&](torch::Device device, torch::ScalarType dtype) {
+        const CoreInputs d = OnDevice(in, device, dtype);
+        auto bd_d = bd.to(device, dtype).requires_grad_();
+        std::vector<torch::Tensor> xs = {bd_d};
+        torch::Tensor e_d;
+        if (seg) {
+          e_d = e.to(device, dtype).requires_grad_();
+          xs.push_back(e_d);
+        }
+        auto bias =
+            RelativePositionBias(bd_d, e_d, d.bias, d.qlen, klen, 0.125);
+        auto grads = torch::autograd::grad(
+            {(bias.to(torch::kFloat) * w.to(device)).sum()}, xs);
+        std::vector<torch::Tensor> r = {
+            bias.detach().to(torch::kCPU, torch::kFloat)};
+        for (auto& g : grads) r.push_back(g.to(torch::kCPU, torch::kFloat));
+        return r;
+      };
+      const auto cpu = run(torch::kCPU, torch::kFloat);
+      const auto gpu = run(torch::kCUDA, torch::kFloat);
+      const auto gpu_bf16 = run(torch::kCUDA, torch::kBFloat16);
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        // The forward's masked entries are -1e30 on both sides: compare
+        // the others.
+        auto keep =
+            i == 0 ? cpu[0] > -1e29 : torch::ones_like(cpu[i]).to(torch::kBool);
+        auto a = cpu[i].masked_select(keep), g = gpu[i].masked_select(keep);
+        auto g16 = gpu_bf16[i].masked_select(keep);
+        const double scale = a.abs().max().item<double>() + 1e-12;
+        EXPECT_LT(MaxAbsDiff(g, a), 1e-6 * scale) << i;
+        EXPECT_LT(MaxAbsDiff(g16, a), 0.01 * scale) << i;
+        if (i == 0) {
+          EXPECT_TRUE(((gpu[0] > -1e29) == keep).all().item<bool>());
+        }
+      }
+    }
+  }
+}
+
+// The whole sdpa core against the unfused one on TestDevice(): fp32
+// forward within 1e-5 and gradients within 1e-4 for both streams, with
+// memory, masks (fully masked rows included), segments, k_r batch 1 and B;
+// on CUDA bf16 within 3% of each tensor's scale. Skipped where LibTorch has
+// no SDPA (< 2.1), where RefusedWithoutSdpa runs instead.
+TEST(SdpaAttentionTest, MatchesTheUnfusedCore) {
+  if (!SdpaAvailable()) GTEST_SKIP() << "LibTorch < 2.1: no SDPA";
+  const torch::Device device = testing::TestDevice();
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    GTEST_SKIP() << "XLNET_TEST_DEVICE=cuda but no CUDA device";
+  }
+  AttentionOptions sdpa;
+  sdpa.impl = AttentionImpl::kSdpa;
+  for (bool query_stream : {false, true}) {
+    for (int64_t kr_batch : {int64_t{1}, int64_t{2}}) {
+      SCOPED_TRACE(::testing::Message() << "query stream " << query_stream
+                                        << ", k_r batch " << kr_batch);
+      Case c;
+      c.l = 37;
+      c.lq = query_stream ? 11 : 37;
+      c.mlen = 20;
+      c.dh = 64;
+      c.kr_batch = kr_batch;
+      c.query_stream = query_stream;
+      const CoreInputs in = OnDevice(MakeCore(c, 23), device, torch::kFloat);
+      auto w = torch::randn({c.b, c.h, c.lq, c.dh}).to(device);
+      const auto ref = ForwardBackward(in, AttentionOptions(), w);
+      const auto got = ForwardBackward(in, sdpa, w);
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_LT(MaxAbsDiff(got[i], ref[i]), i == 0 ? 1e-5 : 1e-4)
+            << kNames[i];
+      }
+      if (!device.is_cuda()) continue;
+      const auto bf16 =
+          ForwardBackward(OnDevice(in, device, torch::kBFloat16), sdpa, w);
+      for (size_t i = 0; i < bf16.size(); ++i) {
+        const double scale = ref[i].abs().max().item<double>() + 1e-12;
+        EXPECT_LT(MaxAbsDiff(bf16[i].to(torch::kFloat), ref[i]), 0.03 * scale)
+            << kNames[i];
+      }
+    }
+  }
+}
+
+TEST(SdpaAttentionTest, RefusedWithoutSdpa) {
+  EXPECT_TRUE(ParseAttentionImpl("sdpa") == AttentionImpl::kSdpa);
+  EXPECT_STREQ(AttentionImplName(AttentionImpl::kSdpa), "sdpa");
+  if (SdpaAvailable()) GTEST_SKIP() << "this LibTorch has SDPA";
+  Case c;
+  const CoreInputs in = MakeCore(c, 24);
+  AttentionOptions sdpa;
+  sdpa.impl = AttentionImpl::kSdpa;
+  try {
+    RunCore(in, in.x, sdpa);
+    ADD_FAILURE() << "sdpa ran without SDPA";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs LibTorch >= 2.1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "common/safetensors.h"
 #include "config/config.h"
 #include "data_pipeline/blend_sampler.h"
+#include "model/sdpa_attention.h"
 #include "model_io/checkpoint_manager.h"
 #include "pretrain/plm_unit.h"
 #include "tests/test_util.h"
@@ -38,8 +39,8 @@ class PretrainE2ETest : public ::testing::Test {
     testing::PrepareSampleData(tmp_->path());
     // A second source for the blending tests: the same shards under another
     // directory (a blend only needs the same tokenizer).
-    const CommandResult r = RunCommand("cp -r " + tmp_->Join("data") + " " +
-                                       tmp_->Join("data_b"));
+    const CommandResult r =
+        RunCommand("cp -r " + tmp_->Join("data") + " " + tmp_->Join("data_b"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static void TearDownTestSuite() { delete tmp_; }
@@ -59,8 +60,8 @@ class PretrainE2ETest : public ::testing::Test {
                                   const std::string& sources,
                                   const std::string& extra) {
     return ToolPath("pretrain") + " --config " +
-           SourcePath("configs/tiny.yaml") + " --set 'data.sources=" +
-           sources + "' --out " + run_dir +
+           SourcePath("configs/tiny.yaml") + " --set 'data.sources=" + sources +
+           "' --out " + run_dir +
            " --set train.threads=1 --set train.eval_steps=0 " + extra;
   }
 
@@ -340,13 +341,34 @@ TEST_F(PretrainE2ETest, EarlySigtermExitsZeroBeforeAnyStep) {
   EXPECT_EQ(ReadMetrics(run.path()).size(), 3u);
 }
 
+// train.attention: sdpa trains where LibTorch has SDPA (>= 2.1) and is a
+// one-line error naming the key and the version where it has not
+// (Debian's 1.13).
+TEST_F(PretrainE2ETest, AttentionSdpaRunsOrSaysWhichLibTorchItNeeds) {
+  testing::TempDir run;
+  const CommandResult r =
+      RunCommand(Command(run.path(),
+                         "--set train.max_steps=2 --set train.log_steps=1 "
+                         "--set train.attention=sdpa"));
+  if (SdpaAvailable()) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ReadMetrics(run.path()).size(), 2u);
+  } else {
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("train.attention: 'sdpa' needs LibTorch >= 2.1"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  }
+}
+
 // Sizes from a config are checked before anything is allocated: a model too
 // large for this machine is a one-line error naming the key.
 TEST_F(PretrainE2ETest, HugeModelIsAOneLineErrorNamingTheKey) {
   testing::TempDir run;
   // A cap on address space keeps a build without the check from taking the
   // machine's memory (it then fails at the cap instead).
-  const std::string cap = "ulimit -v 4000000; ";
+  const std::string cap = testing::MemoryCap(4000000);
   CommandResult r = RunCommand(
       cap + Command(run.path(), "--set model.vocab_size=1000000000000"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -394,7 +416,7 @@ TEST_F(PretrainE2ETest, UnitStateDictIsTheLiveParameters) {
 TEST_F(PretrainE2ETest, ThreadCountsAreCapped) {
   testing::TempDir run;
   const CommandResult r =
-      RunCommand("ulimit -v 16000000; CUDA_VISIBLE_DEVICES= " +
+      RunCommand(testing::MemoryCap(16000000) + "CUDA_VISIBLE_DEVICES= " +
                  Command(run.path(),
                          "--set train.max_steps=2 --set train.threads=100000 "
                          "--set data.loader_threads=100000"));
@@ -435,7 +457,8 @@ TEST_F(PretrainE2ETest, OneDataSourceMatchesDataBitForBit) {
   const auto tokenizer =
       ReadFile(blended.Join("checkpoints/step_6/spiece.model"));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  EXPECT_EQ(*tokenizer, *ReadFile(plain.Join("checkpoints/step_6/spiece.model")));
+  EXPECT_EQ(*tokenizer,
+            *ReadFile(plain.Join("checkpoints/step_6/spiece.model")));
   auto config = LoadConfig(blended.Join("config.yaml"));
   ASSERT_TRUE(config.ok()) << config.status();
   ASSERT_EQ(config->data.sources.size(), 1u);
@@ -448,10 +471,10 @@ TEST_F(PretrainE2ETest, OneDataSourceMatchesDataBitForBit) {
 // from a checkpoint continues with the same losses, counts and weights.
 TEST_F(PretrainE2ETest, BlendReportsTokensPerSourceAndResumesExactly) {
   testing::TempDir full, resumed;
-  const std::string sources = "[{path: " + tmp_->Join("data") +
-                              ", weight: 0.75, name: a}, {path: " +
-                              tmp_->Join("data_b") +
-                              ", weight: 0.25, name: b}]";
+  const std::string sources =
+      "[{path: " + tmp_->Join("data") +
+      ", weight: 0.75, name: a}, {path: " + tmp_->Join("data_b") +
+      ", weight: 0.25, name: b}]";
   // Blocks of one step: 8 rows x 30 steps = 240 draws.
   const std::string settings =
       "--set train.max_steps=30 --set train.log_steps=1 "
@@ -499,22 +522,21 @@ TEST_F(PretrainE2ETest, BlendReportsTokensPerSourceAndResumesExactly) {
 
   // The same run killed after its step-20 checkpoint: a copy of the run
   // without step_30, resumed (metrics after step 20 are dropped and redone).
-  r = RunCommand("cp -r " + full.path() + "/. " + resumed.path() + " && rm -r " +
-                 resumed.Join("checkpoints/step_30"));
+  r = RunCommand("cp -r " + full.path() + "/. " + resumed.path() +
+                 " && rm -r " + resumed.Join("checkpoints/step_30"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // (INFO lines on: CTest runs the tests with XLNET_LOG_LEVEL=warning.)
-  r = RunCommand("XLNET_LOG_LEVEL=info " +
-                 BlendCommand(resumed.path(), sources,
-                              settings +
-                                  " --set train.eval_steps=15 --resume latest"));
+  r = RunCommand(
+      "XLNET_LOG_LEVEL=info " +
+      BlendCommand(resumed.path(), sources,
+                   settings + " --set train.eval_steps=15 --resume latest"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("step_20 at step 20"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("step_20 at step 20"), std::string::npos) << r.output;
   const std::vector<nlohmann::json> again = ReadMetrics(resumed.path());
   ASSERT_EQ(again.size(), metrics.size());
   for (size_t i = 0; i < again.size(); ++i) {
-    for (const char* key : {"step", "loss", "tokens_a", "tokens_b",
-                            "eval_loss", "eval_unigram_loss"}) {
+    for (const char* key : {"step", "loss", "tokens_a", "tokens_b", "eval_loss",
+                            "eval_unigram_loss"}) {
       EXPECT_EQ(again[i].contains(key), metrics[i].contains(key)) << key;
       if (metrics[i].contains(key)) {
         EXPECT_EQ(again[i][key], metrics[i][key]) << key << " line " << i;
@@ -531,9 +553,9 @@ TEST_F(PretrainE2ETest, BlendReportsTokensPerSourceAndResumesExactly) {
 TEST_F(PretrainE2ETest, BlendOnTwoGlooRanksMatchesOneRank) {
   XLNET_SKIP_WITHOUT_GLOO();
   testing::TempDir one, two;
-  const std::string sources = "[{path: " + tmp_->Join("data") +
-                              ", weight: 0.5, name: a}, {path: " +
-                              tmp_->Join("data_b") + ", name: b}]";
+  const std::string sources =
+      "[{path: " + tmp_->Join("data") +
+      ", weight: 0.5, name: a}, {path: " + tmp_->Join("data_b") + ", name: b}]";
   const std::string settings =
       "--set train.max_steps=4 --set train.save_steps=0 --set "
       "train.log_steps=1 --set model.dropout=0 --set "
@@ -559,20 +581,18 @@ TEST_F(PretrainE2ETest, BlendOnTwoGlooRanksMatchesOneRank) {
 TEST_F(PretrainE2ETest, DataAndDataSourcesAreOneOrTheOther) {
   testing::TempDir run;
   CommandResult r = RunCommand(
-      Command(run.path(), "--set 'data.sources=[{path: " +
-                              tmp_->Join("data_b") + "}]'"));
+      Command(run.path(),
+              "--set 'data.sources=[{path: " + tmp_->Join("data_b") + "}]'"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("use one or the other"), std::string::npos)
       << r.output;
   // A missing source is named.
-  r = RunCommand(BlendCommand(
-      run.path(),
-      "[{path: " + tmp_->Join("data") + "}, {path: " + run.Join("nowhere") +
-          ", name: gone}]",
-      "--set train.max_steps=1"));
+  r = RunCommand(BlendCommand(run.path(),
+                              "[{path: " + tmp_->Join("data") + "}, {path: " +
+                                  run.Join("nowhere") + ", name: gone}]",
+                              "--set train.max_steps=1"));
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("data source 'gone'"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("data source 'gone'"), std::string::npos) << r.output;
 }
 
 TEST_F(PretrainE2ETest, BadInputGivesOneLineErrors) {

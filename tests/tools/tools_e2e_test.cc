@@ -468,14 +468,14 @@ TEST_F(FinetuneE2ETest, ConfigSizesAreCheckedAgainstTheWeights) {
   config["n_layer"] = 100000;
   ASSERT_TRUE(WriteFileAtomic(checkpoint + "/config.json", config.dump()).ok());
   CommandResult r =
-      RunCommand("ulimit -v 4000000; " + ToolPath("export") + " --checkpoint " +
-                 checkpoint + " --out " + tmp.Join("hf"));
+      RunCommand(testing::MemoryCap(4000000) + ToolPath("export") +
+                 " --checkpoint " + checkpoint + " --out " + tmp.Join("hf"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(checkpoint + "/config.json: n_layer 100000"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("2 layers"), std::string::npos) << r.output;
-  r = RunCommand("ulimit -v 4000000; " +
+  r = RunCommand(testing::MemoryCap(4000000) +
                  Finetune("classification", "--init " + checkpoint +
                                                 " --train " + Genre("train") +
                                                 " --out " + tmp.Join("ft")));
