@@ -85,11 +85,12 @@ torch::Tensor SdpaRelativeAttentionCore(
   }
   // A query row that may see no key gets a zero output (as in
   // RelativeAttentionCore). SDPA never sees such a row fully masked: the
-  // memory-efficient kernel is known to return NaN for rows whose every
+  // memory-efficient kernel is reported to return NaN for rows whose every
   // bias is a huge negative (pytorch/pytorch#110213, #103963), and a bf16
-  // test case with such rows gave NaN gradients on the H100. The row
-  // attends to every key instead and its output (hence its gradient) is
-  // zeroed below.
+  // test case containing such rows gave NaN gradients on the H100 (the
+  // likely cause; not isolated there, and this change has not run on a
+  // GPU). The row attends to every key instead and its output (hence its
+  // gradient) is zeroed below.
   AttentionBias sdpa_bias = bias;
   torch::Tensor none_visible;
   if (bias.mask.defined()) {
