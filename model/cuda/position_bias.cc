@@ -97,11 +97,10 @@ struct PositionBiasFunction
     auto grad_bd = torch::empty({b, h, lq, rlen}, g.options());
     torch::Tensor grad_seg;
     if (st->has_seg) grad_seg = torch::empty({b, h, lq, 2}, g.options());
-    // Params from shapes: MakeParams reads only data pointers of bd/seg for
-    // the forward, so give it the gradients' buffers of the same shapes.
-    pb::Params p = MakeParams(grad_bd, grad_seg, *st);
-    p.bd = nullptr;
-    p.seg = st->has_seg ? grad_seg.data_ptr() : nullptr;
+    // The gradients have bd's and seg's shapes and dtype, which is all the
+    // backward kernel takes from p besides the masks (it reads no values
+    // through p.bd or p.seg; p.seg only says a segment term exists).
+    const pb::Params p = MakeParams(grad_bd, grad_seg, *st);
     C10_CUDA_CHECK(pb::Backward(
         p, g.data_ptr(), grad_bd.data_ptr(),
         st->has_seg ? grad_seg.data_ptr() : nullptr,
