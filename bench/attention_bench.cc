@@ -78,19 +78,18 @@ absl::Status Run(int argc, char** argv) {
   }
   std::vector<xlnet::AttentionImpl> impls;
   for (const auto& name : absl::StrSplit(impls_flag, ',')) {
-    const auto impl = xlnet::ParseAttentionImpl(std::string(name));
-    if (!impl) {
-      return absl::InvalidArgumentError(
-          "--impls takes unfused, tiled, cuda, sdpa; got '" +
-          std::string(name) + "'");
-    }
-    impls.push_back(*impl);
+    XLNET_ASSIGN_OR_RETURN(const xlnet::AttentionImpl impl,
+                           xlnet::ParseEnumSetting<xlnet::AttentionImpl>(
+                               "--impls", std::string(name)));
+    impls.push_back(impl);
   }
   if (impls.empty() || mem_len < 0) {
     return absl::InvalidArgumentError("need --impls and --mem_len >= 0");
   }
-  XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype,
-                         xlnet::ParseDtype(dtype_name));
+  XLNET_ASSIGN_OR_RETURN(
+      const xlnet::Dtype dtype_setting,
+      xlnet::ParseEnumSetting<xlnet::Dtype>("--dtype", dtype_name));
+  const torch::ScalarType dtype = xlnet::ScalarTypeOf(dtype_setting);
   XLNET_RETURN_IF_ERROR(xlnet::CheckPrecision(torch::kCPU, dtype));
   xlnet::ConfigureThreads(shape.threads);
   std::cout << xlnet::RuntimeSummary() << "\n";
@@ -171,9 +170,8 @@ absl::Status Run(int argc, char** argv) {
               "fwd+bwd ms", "fwd+bwd CPU ms", "fwd+bwd peak MiB (+)");
   for (auto impl : impls) {
     const Result& res = results[impl];
-    std::printf("%-10s %12.1f %12.1f %16.1f %22.0f\n",
-                xlnet::AttentionImplName(impl), res.fwd_ms, res.fwd_bwd_ms,
-                res.fwd_bwd_cpu_ms, res.peak_mb);
+    std::printf("%-10s %12.1f %12.1f %16.1f %22.0f\n", xlnet::EnumName(impl),
+                res.fwd_ms, res.fwd_bwd_ms, res.fwd_bwd_cpu_ms, res.peak_mb);
   }
   const Result& first = results[impls[0]];
   for (size_t i = 1; i < impls.size(); ++i) {
@@ -181,7 +179,7 @@ absl::Status Run(int argc, char** argv) {
     std::printf(
         "%s vs %s: forward %.2fx, fwd+bwd %.2fx, query stream max |diff| "
         "%.3g (dropout masks differ between cores when dropout > 0)\n",
-        xlnet::AttentionImplName(impls[i]), xlnet::AttentionImplName(impls[0]),
+        xlnet::EnumName(impls[i]), xlnet::EnumName(impls[0]),
         first.fwd_ms / res.fwd_ms, first.fwd_bwd_ms / res.fwd_bwd_ms,
         (res.out.to(torch::kFloat) - first.out.to(torch::kFloat))
             .abs()

@@ -31,6 +31,7 @@
 #include "data_pipeline/sampler.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
+#include "model/precision.h"
 #include "pretrain/plm_unit.h"
 #include "pretrain/pretrain.h"
 #include "train/distributed.h"
@@ -150,8 +151,9 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
         config.train.batch_size, config.data.seq_len,
         config.train.grad_accum_steps,
         config.train.activation_checkpointing ? "true" : "false",
-        config.train.attention, config.train.dtype, env.world_size,
-        used_threads, f.warmup, f.steps);
+        xlnet::EnumName(config.train.attention),
+        xlnet::EnumName(config.train.dtype), env.world_size, used_threads,
+        f.warmup, f.steps);
   }
 
   xlnet::bench::ResetGpuMemoryPeak(device);
@@ -242,8 +244,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   // The machine's matmul peaks in the same run, measured by rank 0 with
   // every core while the other ranks wait: fp32, and the training dtype's
   // (bf16/fp16) when that is not fp32; MFU is against the training dtype's.
-  XLNET_ASSIGN_OR_RETURN(const torch::ScalarType train_dtype,
-                         xlnet::ParseDtype(config.train.dtype));
+  const torch::ScalarType train_dtype = xlnet::ScalarTypeOf(config.train.dtype);
   double fp32_gflops = 0, peak_gflops = 0;
   // Large enough to reach a GPU's tensor-core rate (2048 reaches about half
   // of an H100's bf16 rate), small enough for a CPU's seconds.
@@ -282,7 +283,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   j["model_flops_per_token"] = flops_per_token;
   j["model_flops_per_sec"] = model_flops;
   j["matmul_peak_flops_per_sec"] = peak_gflops * 1e9;
-  j["matmul_peak_dtype"] = config.train.dtype;
+  j["matmul_peak_dtype"] = xlnet::EnumName(config.train.dtype);
   j["matmul_peak_size"] = matmul_size;
   j["gpu_peak_allocated_mb"] = gpu_peak.allocated_mb;
   j["gpu_peak_reserved_mb"] = gpu_peak.reserved_mb;
@@ -318,8 +319,8 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
       {"batch_size", config.train.batch_size},
       {"grad_accum_steps", config.train.grad_accum_steps},
       {"activation_checkpointing", config.train.activation_checkpointing},
-      {"attention", config.train.attention},
-      {"dtype", config.train.dtype},
+      {"attention", xlnet::EnumName(config.train.attention)},
+      {"dtype", xlnet::EnumName(config.train.dtype)},
       {"prefetch_batches", config.data.prefetch_batches},
       {"loader_threads", config.data.loader_threads}};
   j["config_yaml"] = xlnet::ConfigToYaml(config);
@@ -330,7 +331,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
       "data %.4f s/step (%.2f%% of a step)%s -> %s\n",
       tokens_per_sec, step_median, peak_rss_mb, model_flops / 1e9,
       100 * j["fraction_of_matmul_peak"].get<double>(), peak_gflops,
-      config.train.dtype, data_median,
+      xlnet::EnumName(config.train.dtype), data_median,
       100 * j["data_fraction_of_step"].get<double>(),
       gpu_peak.allocated_mb >= 0
           ? absl::StrFormat(", GPU peak %.0f MiB allocated (%.0f reserved)",
@@ -388,7 +389,8 @@ absl::Status Run(int argc, char** argv) {
         ">= 1 and --warmup, --profile_steps, --matmul_size >= 0");
   }
   XLNET_ASSIGN_OR_RETURN(xlnet::Config config,
-                         xlnet::LoadConfig(f.config_path, f.overrides));
+                         xlnet::LoadConfigFor(xlnet::PretrainConfigScope(),
+                                              f.config_path, f.overrides));
   const bool child = std::getenv("WORLD_SIZE") != nullptr;
 
   bool remove_work_dir = false;

@@ -39,8 +39,10 @@ absl::Status Run(int argc, char** argv) {
   if (!proceed) return absl::OkStatus();
   XLNET_RETURN_IF_ERROR(shape.Check());
   XLNET_ASSIGN_OR_RETURN(torch::Device device, xlnet::ParseDevice(device_name));
-  XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype,
-                         xlnet::ParseDtype(dtype_name));
+  XLNET_ASSIGN_OR_RETURN(
+      const xlnet::Dtype dtype_setting,
+      xlnet::ParseEnumSetting<xlnet::Dtype>("--dtype", dtype_name));
+  const torch::ScalarType dtype = xlnet::ScalarTypeOf(dtype_setting);
   XLNET_RETURN_IF_ERROR(xlnet::CheckPrecision(device, dtype));
   xlnet::ConfigureThreads(shape.threads);
   std::cout << xlnet::RuntimeSummary() << "\n";

@@ -96,14 +96,6 @@ absl::StatusOr<torch::Device> ParseDevice(const std::string& name) {
   return device;
 }
 
-absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& name) {
-  if (name == "fp32") return torch::kFloat32;
-  if (name == "bf16") return torch::kBFloat16;
-  if (name == "fp16") return torch::kFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("dtype '", name, "' is not one of fp32, bf16, fp16"));
-}
-
 std::string BlasDescription() {
   // LibTorch calls sgemm_ through libblas.so.3, which Debian's alternatives
   // point at OpenBLAS or the (many times slower) reference BLAS. Report the

@@ -25,9 +25,6 @@ uint64_t AvailableMemoryBytes();
 // build (a CPU-only LibTorch refuses "cuda" with a clear error).
 absl::StatusOr<torch::Device> ParseDevice(const std::string& name);
 
-// "fp32" / "bf16" / "fp16" -> dtype.
-absl::StatusOr<torch::ScalarType> ParseDtype(const std::string& name);
-
 // Which BLAS LibTorch calls on this machine, e.g. "OpenBLAS 0.3.21 ... OpenMP"
 // or "reference BLAS (slow: install libopenblas0-openmp)".
 std::string BlasDescription();

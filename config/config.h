@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/settings.h"
 
 namespace xlnet {
 
@@ -172,8 +173,8 @@ struct TrainConfig {
   double lr = 1e-4;
   // Linear warmup steps from 0 to lr.
   int64_t warmup_steps = 0;
-  // Decay after warmup: "linear" (official poly, power 1) or "cos".
-  std::string decay = "linear";
+  // Decay after warmup: linear (official poly, power 1) or cos.
+  LrDecay decay = LrDecay::kLinear;
   // Final learning rate as a fraction of lr.
   double min_lr_ratio = 0.001;
   // Decoupled weight decay (not on LayerNorm and biases; on r_*_bias).
@@ -211,18 +212,18 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;
   // "cpu" or "cuda" (or "cuda:N").
   std::string device = "cpu";
-  // "fp32", "bf16" (autocast) or "fp16" (CUDA only, with loss scaling).
-  std::string dtype = "fp32";
+  // fp32, bf16 (autocast) or fp16 (CUDA only, with loss scaling).
+  Dtype dtype = Dtype::kFp32;
   // Intra-op CPU threads; 0 = all cores.
   int64_t threads = 0;
   // Recompute each layer's activations in backward to save memory.
   bool activation_checkpointing = false;
-  // Attention core: "unfused", "tiled" (fused op, CPU), "cuda" (fused
-  // op's kernel, needs -DXLNET_CUDA_ATTENTION=ON; correct but slower than
-  // unfused on an H100) or "sdpa" (LibTorch's scaled_dot_product_attention
+  // Attention core: unfused, tiled (fused op, CPU), cuda (fused op's
+  // kernel, needs -DXLNET_CUDA_ATTENTION=ON; correct but slower than
+  // unfused on an H100) or sdpa (LibTorch's scaled_dot_product_attention
   // with the position and segment terms as its bias; LibTorch >= 2.1);
   // model/README.md.
-  std::string attention = "unfused";
+  AttentionImpl attention = AttentionImpl::kUnfused;
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;
   // Seconds a collective may take before a stuck rank is reported.
@@ -241,25 +242,25 @@ struct FinetuneConfig {
   // Batch size for evaluation and prediction.
   int64_t eval_batch_size = 32;
   // Longest input in tokens (including <sep>/<cls>); with long_inputs
-  // "chunks", the length of one chunk.
+  // chunks, the length of one chunk.
   int64_t max_seq_length = 128;
   // Classification/regression inputs (multiple choice: option sequences)
   // longer than max_seq_length:
-  // "truncate" (official) or "chunks": up to max_chunks * max_seq_length
+  // truncate (official) or chunks: up to max_chunks * max_seq_length
   // tokens run as chunks of max_seq_length in order, each over the memory
   // of the earlier ones; the head reads the last chunk (finetune/chunks.h).
-  std::string long_inputs = "truncate";
-  // long_inputs "chunks": most chunks per input (longer inputs are
+  LongInputs long_inputs = LongInputs::kTruncate;
+  // long_inputs chunks: most chunks per input (longer inputs are
   // truncated as the official code truncates to max_chunks * max_seq_length).
   int64_t max_chunks = 8;
-  // long_inputs "chunks": memory carried to the next chunk, in tokens per
+  // long_inputs chunks: memory carried to the next chunk, in tokens per
   // layer; 0 keeps every earlier chunk; -1 (default) = the model's mem_len
   // (config.json; null or 0 there keeps every earlier chunk).
   int64_t mem_len = -1;
   // Metric that picks the best checkpoint ("" = the task's default).
   std::string metric;
-  // Bad input rows: "skip" (report and continue) or "error" (fail).
-  std::string bad_rows = "error";
+  // Bad input rows: skip (report and continue) or error (fail).
+  BadRowPolicy bad_rows = BadRowPolicy::kError;
   // Classification/regression input columns: the TSV/CSV header name or the
   // JSON Lines key. Empty: detected (finetune/README.md). The first text;
   // detected as the first pair present (sentence1+sentence2,
@@ -290,9 +291,9 @@ struct FinetuneConfig {
   // the best span and leaves the threshold to the evaluation, which reports
   // best_exact/best_f1 and their thresholds (official XLNet).
   std::optional<double> null_score_threshold;
-  // SQuAD: the answer-class head's start feature in training: "official"
-  // (softmax-weighted start, official XLNet) or "hf" (gold start, HF).
-  std::string answer_class_start = "official";
+  // SQuAD: the answer-class head's start feature in training: official
+  // (softmax-weighted start, official XLNet) or hf (gold start, HF).
+  AnswerClassStart answer_class_start = AnswerClassStart::kOfficial;
 };
 
 // A whole config file.
@@ -322,6 +323,35 @@ absl::StatusOr<Config> ParseConfig(
 absl::StatusOr<Config> LoadConfig(
     const std::string& path, const std::vector<std::string>& overrides = {},
     const std::vector<std::string>& sections = AllConfigSections());
+
+// A key of a section a command reads that the command itself has no use
+// for, with the reason.
+struct UnreadKey {
+  // "section.key".
+  std::string key;
+  // Why the command does not read it ("fine-tuning runs the unfused core").
+  std::string why;
+};
+
+// What one command reads of a config: setting a key of `unread_keys` (in the
+// file or with --set) is an error naming `command` and the key, so that no
+// setting is accepted and silently ignored.
+struct ConfigScope {
+  // The command, for errors ("xlnet-finetune").
+  std::string command;
+  // The sections it reads; any other is an error.
+  std::vector<std::string> sections = AllConfigSections();
+  // Keys of those sections it does not read.
+  std::vector<UnreadKey> unread_keys;
+};
+
+// ParseConfig / LoadConfig for one command's scope.
+absl::StatusOr<Config> ParseConfigFor(
+    const ConfigScope& scope, const std::string& yaml_text,
+    const std::string& source, const std::vector<std::string>& overrides = {});
+absl::StatusOr<Config> LoadConfigFor(
+    const ConfigScope& scope, const std::string& path,
+    const std::vector<std::string>& overrides = {});
 
 // The fully resolved config as YAML (every key, defaults included).
 std::string ConfigToYaml(const Config& config);

@@ -194,7 +194,7 @@ absl::StatusOr<BagOfWordsResult> RunBagOfWordsBaseline(
 
 absl::Status RunBaseline(const BaselineRunOptions& run) {
   ReadOptions read;
-  XLNET_ASSIGN_OR_RETURN(read.bad_rows, ParseBadRowPolicy(run.bad_rows));
+  read.bad_rows = run.bad_rows;
   XLNET_ASSIGN_OR_RETURN(ExampleSet train, ReadExamples(run.train, read));
   LogSkippedRows(run.train, train.skipped, train.problems);
   const LabelSet labels = LabelSet::FromExamples(train.examples);

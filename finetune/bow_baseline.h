@@ -54,8 +54,8 @@ struct BaselineRunOptions {
   std::string test;
   // Writes out_dir/eval_results.json.
   std::string out_dir;
-  // Bad rows: "skip" or "error".
-  std::string bad_rows = "error";
+  // Bad rows: skip (report and go on) or error (fail).
+  BadRowPolicy bad_rows = BadRowPolicy::kError;
   BagOfWordsOptions model;
 };
 

@@ -5,7 +5,7 @@
 namespace xlnet::finetune {
 
 bool UsesChunks(const FinetuneConfig& finetune) {
-  return finetune.long_inputs == "chunks";
+  return finetune.long_inputs == LongInputs::kChunks;
 }
 
 ChunkOptions ChunkOptionsFromConfig(const FinetuneConfig& finetune,

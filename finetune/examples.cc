@@ -535,18 +535,11 @@ absl::StatusOr<ExampleSet> ParseJsonl(absl::string_view contents,
 
 }  // namespace
 
-absl::StatusOr<BadRowPolicy> ParseBadRowPolicy(std::string_view text) {
-  if (text == "skip") return BadRowPolicy::kSkip;
-  if (text == "error") return BadRowPolicy::kError;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "bad_rows: expected 'skip' or 'error', got '", std::string(text), "'"));
-}
-
 absl::StatusOr<ReadOptions> ReadOptionsFromConfig(const FinetuneConfig& config,
                                                   TaskKind task) {
   ReadOptions read;
   read.task = task;
-  XLNET_ASSIGN_OR_RETURN(read.bad_rows, ParseBadRowPolicy(config.bad_rows));
+  read.bad_rows = config.bad_rows;
   read.fields.text_a = config.text_column;
   read.fields.text_b = config.text_b_column;
   read.fields.label = config.label_column;

@@ -36,13 +36,8 @@
 
 namespace xlnet::finetune {
 
-// What to do with a malformed row.
-enum class BadRowPolicy {
-  kSkip,   // report it in `problems`, count it, go on
-  kError,  // fail with the first one
-};
-// "skip" | "error".
-absl::StatusOr<BadRowPolicy> ParseBadRowPolicy(std::string_view text);
+// What to do with a malformed row: finetune.bad_rows (config/settings.h).
+using ::xlnet::BadRowPolicy;
 
 // Logs the rows a reader skipped (the first 20 `problems`, then the count
 // of `path`); nothing when `skipped` is 0.

@@ -190,8 +190,7 @@ absl::StatusOr<Data> ReadSquadTask(const Config& config,
                                    bool do_predict) {
   Data data;
   finetune::SquadReadOptions read;
-  XLNET_ASSIGN_OR_RETURN(read.bad_rows,
-                         finetune::ParseBadRowPolicy(config.finetune.bad_rows));
+  read.bad_rows = config.finetune.bad_rows;
   const FinetuneConfig& ft = config.finetune;
   // A window holds the question, 3 special tokens and some context.
   if (ft.max_query_length + 3 >= ft.max_seq_length) {
@@ -273,14 +272,36 @@ absl::Status WritePredictions(Task task, const std::string& out_dir,
 
 }  // namespace
 
+ConfigScope FinetuneConfigScope() {
+  ConfigScope scope;
+  scope.command = "xlnet-finetune";
+  scope.sections = {"data", "train", "finetune"};
+  // Of data, fine-tuning reads the tokenizer and its text rules; the rest
+  // shapes pretraining batches.
+  for (const std::string& key : ConfigKeys("data")) {
+    if (key == "tokenizer" || key == "uncased" || key == "keep_accents") {
+      continue;
+    }
+    scope.unread_keys.push_back(
+        {"data." + key,
+         "fine-tuning reads only data.tokenizer, data.uncased and "
+         "data.keep_accents; the other data keys shape pretraining batches"});
+  }
+  scope.unread_keys.push_back(
+      {"train.attention", "fine-tuning runs the unfused attention core"});
+  scope.unread_keys.push_back({"train.activation_checkpointing",
+                               "fine-tuning keeps every layer's activations"});
+  return scope;
+}
+
 absl::StatusOr<Config> LoadFinetuneConfig(
     const std::string& config_path, const std::vector<std::string>& overrides,
     const std::string& init_dir) {
-  const std::vector<std::string> sections = {"data", "train", "finetune"};
+  const ConfigScope scope = FinetuneConfigScope();
   XLNET_ASSIGN_OR_RETURN(
       Config config, config_path.empty()
-                         ? ParseConfig("", "<defaults>", overrides, sections)
-                         : LoadConfig(config_path, overrides, sections));
+                         ? ParseConfigFor(scope, "", "<defaults>", overrides)
+                         : LoadConfigFor(scope, config_path, overrides));
   XLNET_ASSIGN_OR_RETURN(config.model, ReadModelDirConfig(init_dir));
   // bi_data is a layout of pretraining batches (forward and backward halves);
   // fine-tuning batches are ordinary, as in the official code and HF.

@@ -58,6 +58,12 @@ struct FinetuneOptions {
 
 absl::Status RunFinetuning(const FinetuneOptions& options);
 
+// What xlnet-finetune reads of a config: the data, train and finetune
+// sections, without the data keys of pretraining batches (data.seq_len,
+// data.sources, ...), train.attention and train.activation_checkpointing;
+// setting one of those is an error naming the command.
+ConfigScope FinetuneConfigScope();
+
 // The config of a fine-tuning run, in this order of precedence:
 //   model section: `init_dir`/config.json (never the YAML);
 //   data.uncased, data.keep_accents (the text rules): `init_dir`/config.yaml
@@ -68,7 +74,8 @@ absl::Status RunFinetuning(const FinetuneOptions& options);
 //     `config_path` (or the defaults, cased with accents stripped) with the
 //     `overrides`;
 //   everything else: `config_path` (or the defaults), then `overrides`.
-// Only the data, train and finetune sections may be given.
+// Only the data, train and finetune sections may be given, and of them
+// only the keys fine-tuning reads (FinetuneConfigScope).
 absl::StatusOr<Config> LoadFinetuneConfig(
     const std::string& config_path, const std::vector<std::string>& overrides,
     const std::string& init_dir);

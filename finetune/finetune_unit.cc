@@ -153,7 +153,7 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
     std::optional<EvalSet> dev) {
   const TrainConfig& tc = options.config.train;
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(tc.device));
-  XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(tc.dtype));
+  const torch::ScalarType dtype = ScalarTypeOf(tc.dtype);
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
   const int64_t per_step = options.world_size * tc.grad_accum_steps;
   if (tc.batch_size % per_step != 0) {
@@ -190,9 +190,7 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
       torch::manual_seed(tc.seed);
       unit->qa_->ResetParameters();
     }
-    XLNET_ASSIGN_OR_RETURN(
-        unit->qa_->answer_class_start,
-        ParseAnswerClassStart(options.config.finetune.answer_class_start));
+    unit->qa_->answer_class_start = options.config.finetune.answer_class_start;
     unit->qa_->to(device);
   } else if (options.task == Task::kMultipleChoice) {
     XLNET_ASSIGN_OR_RETURN(unit->choice_,

@@ -551,7 +551,7 @@ absl::StatusOr<MultipleChoiceData> ReadMultipleChoiceTask(
     const std::string& train_path, const std::string& dev_path,
     const std::string& test_path, bool do_predict) {
   MultipleChoiceReadOptions read;
-  XLNET_ASSIGN_OR_RETURN(read.bad_rows, ParseBadRowPolicy(config.bad_rows));
+  read.bad_rows = config.bad_rows;
   MultipleChoiceFeatureOptions features;
   // With long_inputs "chunks", max_chunks chunks side by side: the article
   // keeps up to K*C - max_qa_length - 3 tokens and is read in chunks.

@@ -57,6 +57,18 @@ void SetAutocastDtype(bool cuda, torch::ScalarType dtype) {
 
 }  // namespace
 
+torch::ScalarType ScalarTypeOf(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFp32:
+      return torch::kFloat32;
+    case Dtype::kBf16:
+      return torch::kBFloat16;
+    case Dtype::kFp16:
+      return torch::kFloat16;
+  }
+  TORCH_CHECK(false, "ScalarTypeOf: unknown Dtype ", static_cast<int>(dtype));
+}
+
 absl::Status CheckPrecision(torch::Device device, torch::ScalarType dtype) {
   if (dtype == torch::kFloat) return absl::OkStatus();
   if (dtype != torch::kBFloat16 && dtype != torch::kHalf) {

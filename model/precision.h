@@ -11,8 +11,12 @@
 #include <torch/torch.h>
 
 #include "absl/status/status.h"
+#include "config/settings.h"
 
 namespace xlnet {
+
+// The tensor type of a train.dtype / --dtype setting.
+torch::ScalarType ScalarTypeOf(Dtype dtype);
 
 // OK when `dtype` (kFloat, kBFloat16, kHalf) can run on `device`: fp16 is
 // CUDA only (CPU autocast supports bf16).

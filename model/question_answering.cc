@@ -46,19 +46,6 @@ torch::Tensor WeightedStart(const torch::Tensor& hidden,
 
 }  // namespace
 
-absl::StatusOr<AnswerClassStart> ParseAnswerClassStart(
-    const std::string& name) {
-  if (name == "official") return AnswerClassStart::kOfficial;
-  if (name == "hf") return AnswerClassStart::kHf;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "answer_class_start: expected \"official\" or \"hf\", got \"", name,
-      "\""));
-}
-
-const char* AnswerClassStartName(AnswerClassStart start) {
-  return start == AnswerClassStart::kOfficial ? "official" : "hf";
-}
-
 PoolerStartLogitsImpl::PoolerStartLogitsImpl(const XLNetConfig& config) {
   dense = register_module("dense", torch::nn::Linear(config.d_model, 1));
 }

@@ -32,12 +32,8 @@ namespace xlnet {
 //             in training;
 //  kHf:       the hidden state at the gold start position, as HF's
 //             XLNetForQuestionAnswering (no dropout in the head).
-// Inference always uses the weighted sum (both HF and official).
-enum class AnswerClassStart { kOfficial, kHf };
-
-// "official" or "hf"; anything else is an InvalidArgument naming the value.
-absl::StatusOr<AnswerClassStart> ParseAnswerClassStart(const std::string& name);
-const char* AnswerClassStartName(AnswerClassStart start);
+// Inference always uses the weighted sum (both HF and official). The
+// setting is AnswerClassStart (config/settings.h).
 
 // HF PoolerStartLogits: dense [D -> 1].
 class PoolerStartLogitsImpl : public torch::nn::Module {

@@ -22,28 +22,6 @@
 
 namespace xlnet {
 
-std::optional<AttentionImpl> ParseAttentionImpl(const std::string& name) {
-  if (name == "unfused") return AttentionImpl::kUnfused;
-  if (name == "tiled") return AttentionImpl::kTiled;
-  if (name == "cuda") return AttentionImpl::kCuda;
-  if (name == "sdpa") return AttentionImpl::kSdpa;
-  return std::nullopt;
-}
-
-const char* AttentionImplName(AttentionImpl impl) {
-  switch (impl) {
-    case AttentionImpl::kUnfused:
-      return "unfused";
-    case AttentionImpl::kTiled:
-      return "tiled";
-    case AttentionImpl::kCuda:
-      return "cuda";
-    case AttentionImpl::kSdpa:
-      return "sdpa";
-  }
-  return "?";
-}
-
 bool CudaAttentionCompiled() {
 #ifdef XLNET_CUDA_ATTENTION
   return true;
@@ -851,8 +829,7 @@ torch::Tensor FusedRelativeAttentionCore(
     double dropout, bool training, const AttentionOptions& options) {
   TORCH_CHECK(options.impl == AttentionImpl::kTiled ||
                   options.impl == AttentionImpl::kCuda,
-              "FusedRelativeAttentionCore: impl '",
-              AttentionImplName(options.impl),
+              "FusedRelativeAttentionCore: impl '", EnumName(options.impl),
               "' is not the fused op (RelativeAttentionCore is 'unfused', "
               "SdpaRelativeAttentionCore 'sdpa')");
   if (options.impl == AttentionImpl::kCuda) {

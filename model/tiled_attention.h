@@ -20,23 +20,13 @@
 #include <optional>
 #include <string>
 
+#include "config/settings.h"
 #include "model/relative_attention.h"
 
 namespace xlnet {
 
-// Which attention core the model runs (train.attention).
-enum class AttentionImpl {
-  kUnfused,  // RelativeAttentionCore: LibTorch ops on [B, H, Lq, K] scores
-  kTiled,    // the fused op's CPU implementation (CPU tensors only)
-  kCuda,     // the fused op's CUDA kernel (CUDA tensors, XLNET_WITH_CUDA)
-  kSdpa,     // LibTorch's scaled_dot_product_attention with the position
-             // and segment terms as its bias (LibTorch >= 2.1;
-             // model/sdpa_attention.h)
-};
-
-// "unfused", "tiled", "cuda", "sdpa"; nullopt for anything else.
-std::optional<AttentionImpl> ParseAttentionImpl(const std::string& name);
-const char* AttentionImplName(AttentionImpl impl);
+// Which attention core the model runs: AttentionImpl (config/settings.h,
+// train.attention).
 
 // Whether this build contains the CUDA kernel (XLNET_WITH_CUDA=ON).
 bool CudaAttentionCompiled();

@@ -17,6 +17,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "model/precision.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/save.h"
@@ -95,11 +96,12 @@ bool IsEmptyDirectory(const std::string& path) {
   return empty;
 }
 
-absl::StatusOr<torch::ScalarType> ParseExportDtype(const std::string& dtype) {
-  if (dtype == "fp32") return torch::kFloat;
-  if (dtype == "bf16") return torch::kBFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--dtype: expected fp32 or bf16, got \"", dtype, "\""));
+absl::StatusOr<torch::ScalarType> ExportScalarType(Dtype dtype) {
+  if (dtype == Dtype::kFp16) {
+    return absl::InvalidArgumentError(
+        "--dtype: fp16 is not an export precision; use fp32 or bf16");
+  }
+  return ScalarTypeOf(dtype);
 }
 
 // Checks the flags and the places before anything is read or written.
@@ -407,11 +409,11 @@ std::string ModelCard(const ExportOptions& options,
       summary.architecture, ")\n\nExported by xlnet.cpp `xlnet-export` from `",
       options.checkpoint, "`.\n\n## Model\n\n| | |\n| --- | --- |\n",
       "| architecture | ", summary.architecture, " |\n", "| parameters | ",
-      summary.parameters, " (", options.dtype, ") |\n", "| n_layer | ",
-      model.n_layer, " |\n| d_model | ", model.d_model, " |\n", "| n_head | ",
-      model.n_head, " |\n| d_head | ", model.d_head, " |\n", "| d_inner | ",
-      model.d_inner, " |\n| ff_activation | ", model.ff_activation,
-      " |\n| vocab_size | ", model.vocab_size, " |\n");
+      summary.parameters, " (", EnumName(options.dtype), ") |\n",
+      "| n_layer | ", model.n_layer, " |\n| d_model | ", model.d_model, " |\n",
+      "| n_head | ", model.n_head, " |\n| d_head | ", model.d_head, " |\n",
+      "| d_inner | ", model.d_inner, " |\n| ff_activation | ",
+      model.ff_activation, " |\n| vocab_size | ", model.vocab_size, " |\n");
   absl::StrAppend(
       &card, "\n## Data\n\n- tokenizer: SentencePiece `spiece.model` (from `",
       summary.tokenizer,
@@ -470,7 +472,7 @@ absl::StatusOr<std::string> FindTokenizer(const std::string& dir) {
 
 absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
   XLNET_ASSIGN_OR_RETURN(const torch::ScalarType dtype,
-                         ParseExportDtype(options.dtype));
+                         ExportScalarType(options.dtype));
   XLNET_RETURN_IF_ERROR(CheckPaths(options));
   ExportSummary summary;
   XLNET_ASSIGN_OR_RETURN(summary.tokenizer, FindTokenizer(options.checkpoint));

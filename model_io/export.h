@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "config/settings.h"
 #include "model_io/model_dir.h"
 
 namespace xlnet {
@@ -54,9 +55,9 @@ struct ExportOptions {
   std::string out;
   // Only the backbone, as XLNetModel.
   bool encoder_only = false;
-  // "fp32" or "bf16" (float tensors cast to bfloat16; config.json
-  // torch_dtype/dtype "bfloat16").
-  std::string dtype = "fp32";
+  // fp32 or bf16 (float tensors cast to bfloat16; config.json
+  // torch_dtype/dtype "bfloat16"); fp16 is refused.
+  Dtype dtype = Dtype::kFp32;
   // Replace an existing non-empty `out` (never one that holds `checkpoint`
   // or lies inside it).
   bool overwrite = false;

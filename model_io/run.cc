@@ -170,7 +170,7 @@ absl::StatusOr<XLNetInputs> InputsFromTensors(
 
 absl::Status RunModel(const RunOptions& options) {
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(options.device));
-  XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(options.dtype));
+  const torch::ScalarType dtype = ScalarTypeOf(options.dtype);
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
   LoadOptions load;
   load.ignore_prefixes = FineTuningHeadPrefixes();
@@ -209,7 +209,7 @@ absl::Status RunModel(const RunOptions& options) {
   }));
   XLNET_RETURN_IF_ERROR(WriteSafetensors(options.outputs_path, outputs));
   XLOG(INFO) << "wrote " << outputs.size() << " tensors to "
-             << options.outputs_path << " (" << options.dtype << ", "
+             << options.outputs_path << " (" << EnumName(options.dtype) << ", "
              << device.str() << ")";
   return absl::OkStatus();
 }

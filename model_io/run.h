@@ -27,8 +27,8 @@ struct RunOptions {
   // Input and output safetensors files.
   std::string inputs_path;
   std::string outputs_path;
-  // Compute precision: "fp32" or "bf16" (autocast), "fp16" on CUDA.
-  std::string dtype = "fp32";
+  // Compute precision: fp32 or bf16 (autocast), fp16 on CUDA.
+  Dtype dtype = Dtype::kFp32;
   // "cpu", "cuda", "cuda:N".
   std::string device = "cpu";
   // Query stream over all L positions (HF's way) instead of the P targets.

@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   Config config = options.config;
   const TrainConfig& train = config.train;
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(train.device));
-  XLNET_ASSIGN_OR_RETURN(torch::ScalarType dtype, ParseDtype(train.dtype));
+  const torch::ScalarType dtype = ScalarTypeOf(train.dtype);
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
   const int64_t per_step = options.world_size * train.grad_accum_steps;
   if (train.batch_size % per_step != 0 ||
@@ -155,12 +155,7 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   unit->model_->transformer->SetActivationCheckpointing(
       train.activation_checkpointing);
   AttentionOptions attention;
-  const auto impl = ParseAttentionImpl(train.attention);
-  if (!impl) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("train.attention: unknown '", train.attention, "'"));
-  }
-  attention.impl = *impl;
+  attention.impl = train.attention;
   if (attention.impl == AttentionImpl::kCuda && !CudaAttentionCompiled()) {
     return absl::InvalidArgumentError(
         "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "

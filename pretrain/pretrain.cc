@@ -15,12 +15,23 @@
 
 namespace xlnet {
 
+ConfigScope PretrainConfigScope() {
+  ConfigScope scope;
+  scope.command = "xlnet-pretrain";
+  scope.sections = {"model", "data", "train"};
+  for (const char* key : {"train.patience", "train.patience_min_delta"}) {
+    scope.unread_keys.push_back(
+        {key, "early stopping watches a fine-tuning metric"});
+  }
+  return scope;
+}
+
 absl::Status RunPretraining(const PretrainOptions& options) {
   // First: SIGTERM/SIGINT from now on end the run cleanly (exit 0).
   InstallStopSignalHandlers();
-  XLNET_ASSIGN_OR_RETURN(Config config,
-                         LoadConfig(options.config_path, options.overrides,
-                                    {"model", "data", "train"}));
+  XLNET_ASSIGN_OR_RETURN(
+      Config config, LoadConfigFor(PretrainConfigScope(), options.config_path,
+                                   options.overrides));
   XLNET_RETURN_IF_ERROR(
       CheckModelFitsInMemory(config.model, options.config_path, "model."));
   // The data: one prepared directory (--data) or a blend (data.sources).

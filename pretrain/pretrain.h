@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "config/config.h"
 #include "train/run_setup.h"
 
 namespace xlnet {
@@ -33,5 +34,11 @@ struct PretrainOptions {
 };
 
 absl::Status RunPretraining(const PretrainOptions& options);
+
+// What xlnet-pretrain reads of a config: the model, data and train
+// sections, without the fine-tuning trainer keys (train.patience,
+// train.patience_min_delta); setting one of those is an error naming the
+// command.
+ConfigScope PretrainConfigScope();
 
 }  // namespace xlnet

@@ -15,12 +15,17 @@ absl::Status Run(int argc, char** argv) {
   flags.AddString("dev", &o.dev, "dev data (picks the L2 penalty)");
   flags.AddString("test", &o.test, "test data (scored at the end)");
   flags.AddString("out", &o.out_dir, "writes OUT/eval_results.json");
-  flags.AddString("bad_rows", &o.bad_rows, "skip or error");
+  std::string bad_rows(xlnet::EnumName(o.bad_rows));
+  flags.AddString("bad_rows", &bad_rows,
+                  xlnet::EnumNameList<xlnet::BadRowPolicy>());
   flags.AddInt("epochs", &o.model.epochs, "full-batch Adam epochs");
   for (const char* name : {"train", "dev", "out"}) flags.Require(name);
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(
+      o.bad_rows,
+      xlnet::ParseEnumSetting<xlnet::BadRowPolicy>("--bad_rows", bad_rows));
   return xlnet::finetune::RunBaseline(o);
 }
 

@@ -47,7 +47,8 @@ absl::Status Run(int argc, char** argv) {
   flags.Require("out");
   flags.AddBool("encoder_only", &options.encoder_only,
                 "only the backbone, with HF XLNetModel names");
-  flags.AddString("dtype", &options.dtype,
+  std::string dtype(xlnet::EnumName(options.dtype));
+  flags.AddString("dtype", &dtype,
                   "fp32, or bf16 (float tensors stored as bfloat16)");
   flags.AddBool("overwrite", &options.overwrite,
                 "replace a non-empty --out directory");
@@ -63,6 +64,8 @@ absl::Status Run(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(
+      options.dtype, xlnet::ParseEnumSetting<xlnet::Dtype>("--dtype", dtype));
   XLNET_ASSIGN_OR_RETURN(options.uncased, OptionalBool("uncased", uncased));
   XLNET_ASSIGN_OR_RETURN(options.keep_accents,
                          OptionalBool("keep_accents", keep_accents));
@@ -78,8 +81,8 @@ absl::Status Run(int argc, char** argv) {
                          xlnet::ExportModel(options));
   std::cout << "exported " << options.out << ": " << summary.architecture
             << ", " << summary.tensors << " tensors, " << summary.parameters
-            << " parameters (" << options.dtype << "), tokenizer from "
-            << summary.tokenizer << ", casing from "
+            << " parameters (" << xlnet::EnumName(options.dtype)
+            << "), tokenizer from " << summary.tokenizer << ", casing from "
             << (summary.run_config.empty() ? "the command line"
                                            : summary.run_config)
             << "\n";

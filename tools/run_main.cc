@@ -2,6 +2,7 @@
 // a safetensors file (batch-first, HF names); writes the outputs.
 #include <iostream>
 
+#include "absl/strings/str_join.h"
 #include "common/flags.h"
 #include "common/runtime.h"
 #include "common/status.h"
@@ -16,21 +17,25 @@ absl::Status Run(int argc, char** argv) {
   xlnet::FlagParser flags(
       "xlnet-run",
       "--model DIR --inputs IN.safetensors --outputs OUT.safetensors "
-      "[--dtype fp32|bf16|fp16] [--device cpu|cuda]\n\n"
-      "  inputs:  input_ids [B,L] int64; optional token_type_ids [B,L],\n"
-      "           attention_mask [B,L], perm_mask [B,L,L], target_mapping "
-      "[B,P,L],\n"
-      "           mems.0..mems.{n_layer-1} [M,B,D]\n"
-      "  outputs: last_hidden_state [B,L,D], query_hidden_state [B,P,D],\n"
-      "           logits [B,P,V] or [B,L,V], mems.i [M',B,D]");
+      "[--dtype " +
+          absl::StrJoin(xlnet::EnumNames<xlnet::Dtype>(), "|") +
+          "] [--device cpu|cuda]\n\n"
+          "  inputs:  input_ids [B,L] int64; optional token_type_ids [B,L],\n"
+          "           attention_mask [B,L], perm_mask [B,L,L], target_mapping "
+          "[B,P,L],\n"
+          "           mems.0..mems.{n_layer-1} [M,B,D]\n"
+          "  outputs: last_hidden_state [B,L,D], query_hidden_state [B,P,D],\n"
+          "           logits [B,P,V] or [B,L,V], mems.i [M',B,D]");
   flags.AddString("model", &options.model_dir,
                   "model directory (config.json + weights)");
   flags.AddString("inputs", &options.inputs_path,
                   "input tensors (.safetensors)");
   flags.AddString("outputs", &options.outputs_path,
                   "output tensors (.safetensors)");
-  flags.AddString("dtype", &options.dtype,
-                  "compute precision: fp32, bf16 or fp16 (CUDA)");
+  std::string dtype(xlnet::EnumName(options.dtype));
+  flags.AddString("dtype", &dtype,
+                  "compute precision: " + xlnet::EnumNameList<xlnet::Dtype>() +
+                      " (fp16 on CUDA only)");
   flags.AddString("device", &options.device, "cpu, cuda or cuda:N");
   flags.AddBool(
       "query-all-positions", &options.query_all_positions,
@@ -39,6 +44,8 @@ absl::Status Run(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(
+      options.dtype, xlnet::ParseEnumSetting<xlnet::Dtype>("--dtype", dtype));
   if (options.model_dir.empty() || options.inputs_path.empty() ||
       options.outputs_path.empty()) {
     return absl::InvalidArgumentError(

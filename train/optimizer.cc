@@ -20,7 +20,7 @@ double ScheduledLearningRate(const TrainConfig& train, int64_t step) {
   const double t = std::min(
       1.0, static_cast<double>(step - train.warmup_steps) / decay_steps);
   const double end = lr * train.min_lr_ratio;
-  if (train.decay == "cos") {
+  if (train.decay == LrDecay::kCos) {
     const double cosine = 0.5 * (1.0 + std::cos(M_PI * t));
     return lr * ((1.0 - train.min_lr_ratio) * cosine + train.min_lr_ratio);
   }

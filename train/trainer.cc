@@ -155,7 +155,7 @@ Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
       checkpoints_(options_.run_dir, options_.train.keep_checkpoints) {
   params_ = unit_->Parameters();
   optimizer_ = std::make_unique<AdamW>(params_, options_.train);
-  if (options_.loss_scaling || options_.train.dtype == "fp16") {
+  if (options_.loss_scaling || options_.train.dtype == Dtype::kFp16) {
     scaler_.emplace(options_.loss_scaling.value_or(LossScalerOptions()));
   }
   if (group_ != nullptr && group_->world_size() > 1) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/version.h"
@@ -31,7 +33,7 @@ TEST(ConfigTest, EmptyTextGivesDefaults) {
   auto config = ParseConfig("", "empty.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->model.vocab_size, 32000);
-  EXPECT_EQ(config->train.dtype, "fp32");
+  EXPECT_EQ(config->train.dtype, Dtype::kFp32);
   EXPECT_TRUE(config->train.tensorboard);
   // model.reuse_len and model.bi_data (config.json keys) follow data.*.
   EXPECT_EQ(config->model.reuse_len, config->data.reuse_len);
@@ -147,6 +149,108 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
             std::string::npos);
 }
 
+// Every enumerated setting's table names each value once, and names and
+// values convert both ways.
+template <typename E>
+void ExpectTableRoundTrips(size_t count) {
+  const std::vector<std::string> names = EnumNames<E>();
+  EXPECT_EQ(names.size(), count);
+  std::set<std::string> unique(names.begin(), names.end());
+  EXPECT_EQ(unique.size(), names.size()) << EnumNameList<E>();
+  for (const auto& [value, name] : EnumTable<E>::kNames) {
+    EXPECT_FALSE(std::string(name).empty());
+    EXPECT_EQ(ParseEnum<E>(name), value) << name;
+    EXPECT_STREQ(EnumName(value), name);
+  }
+  EXPECT_FALSE(ParseEnum<E>("").has_value());
+  EXPECT_FALSE(ParseEnum<E>(names[0] + "x").has_value());
+}
+
+// A run with an infinite learning rate (or clip, epsilon, decay) would
+// diverge on its first step; such values are refused up front.
+TEST(ConfigTest, InfiniteTrainerNumbersAreRefused) {
+  for (const char* set :
+       {"train.lr=.inf", "train.weight_decay=.inf", "train.adam_epsilon=.inf",
+        "train.clip=.inf", "train.lr=.nan"}) {
+    auto config = ParseConfig("", "c.yaml", {set});
+    ASSERT_FALSE(config.ok()) << set;
+    EXPECT_NE(Message(config.status()).find("must be a finite number"),
+              std::string::npos)
+        << config.status();
+  }
+  EXPECT_TRUE(ParseConfig("", "c.yaml", {"train.lr=3e-4"}).ok());
+}
+
+TEST(SettingsTest, EveryTableNamesEachValueOnce) {
+  ExpectTableRoundTrips<Dtype>(3);
+  ExpectTableRoundTrips<LrDecay>(2);
+  ExpectTableRoundTrips<AttentionImpl>(4);
+  ExpectTableRoundTrips<BadRowPolicy>(2);
+  ExpectTableRoundTrips<LongInputs>(2);
+  ExpectTableRoundTrips<AnswerClassStart>(2);
+  EXPECT_EQ(EnumNameList<Dtype>(), "fp32, bf16, fp16");
+  auto parsed = ParseEnumSetting<AttentionImpl>("--impls", "sdpaa");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(std::string(parsed.status().message()),
+            "--impls: must be one of unfused, tiled, cuda, sdpa (got 'sdpaa') "
+            "(did you mean 'sdpa'?)");
+}
+
+// Enumerated keys read from YAML and --set, are written back by name, and
+// a value of the wrong shape names the key and the allowed names.
+TEST(ConfigTest, EnumeratedKeysReadWriteAndRefuse) {
+  auto config = ParseConfig(
+      "train:\n  attention: tiled\n  decay: cos\nfinetune:\n  bad_rows: "
+      "skip\n  answer_class_start: hf\n",
+      "e.yaml", {"train.dtype=bf16", "finetune.long_inputs=chunks"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.attention, AttentionImpl::kTiled);
+  EXPECT_EQ(config->train.decay, LrDecay::kCos);
+  EXPECT_EQ(config->train.dtype, Dtype::kBf16);
+  EXPECT_EQ(config->finetune.bad_rows, BadRowPolicy::kSkip);
+  EXPECT_EQ(config->finetune.long_inputs, LongInputs::kChunks);
+  EXPECT_EQ(config->finetune.answer_class_start, AnswerClassStart::kHf);
+  const std::string yaml = ConfigToYaml(*config);
+  EXPECT_NE(yaml.find("attention: \"tiled\""), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("dtype: \"bf16\""), std::string::npos) << yaml;
+  auto again = ParseConfig(yaml, "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ConfigToYaml(*again), yaml);
+  config = ParseConfig("train:\n  decay: [cos]\n", "e.yaml");
+  EXPECT_EQ(std::string(config.status().message()),
+            "e.yaml:2: train.decay: expected one of linear, cos, got a list");
+  config = ParseConfig("", "e.yaml", {"train.attention=flash"});
+  EXPECT_EQ(Message(config.status())
+                .rfind("--set train.attention=flash: train.attention: must be "
+                       "one of unfused, tiled, cuda, sdpa (got 'flash')",
+                       0),
+            0u)
+      << config.status();
+}
+
+// A command's scope: keys it does not read are errors naming the command,
+// the key and where it was set; other keys of the section still parse.
+TEST(ConfigTest, ScopeRefusesKeysTheCommandDoesNotRead) {
+  ConfigScope scope;
+  scope.command = "xlnet-demo";
+  scope.sections = {"train"};
+  scope.unread_keys = {{"train.attention", "the demo has one core"}};
+  auto config = ParseConfigFor(scope, "train:\n  lr: 0.5\n  attention: tiled\n",
+                               "s.yaml");
+  EXPECT_EQ(std::string(config.status().message()),
+            "s.yaml:3: train.attention is not read by xlnet-demo (the demo "
+            "has one core); remove it");
+  config = ParseConfigFor(scope, "", "s.yaml", {"train.attention=unfused"});
+  EXPECT_EQ(std::string(config.status().message()),
+            "--set train.attention=unfused: train.attention is not read by "
+            "xlnet-demo (the demo has one core); remove it");
+  config = ParseConfigFor(scope, "train:\n  lr: 0.5\n", "s.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.lr, 0.5);
+  config = ParseConfigFor(scope, "model:\n  n_layer: 2\n", "s.yaml");
+  EXPECT_FALSE(config.ok());
+}
+
 TEST(ConfigTest, FinetuneLongInputs) {
   auto config = ParseConfig("finetune:\n  long_inputs: chunk\n", "r.yaml");
   EXPECT_EQ(Message(config.status()),
@@ -163,13 +267,13 @@ TEST(ConfigTest, FinetuneLongInputs) {
       "finetune:\n  long_inputs: chunks\n  max_chunks: 4\n  mem_len: 0\n",
       "r.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->finetune.long_inputs, "chunks");
+  EXPECT_EQ(config->finetune.long_inputs, LongInputs::kChunks);
   EXPECT_EQ(config->finetune.max_chunks, 4);
   EXPECT_EQ(config->finetune.mem_len, 0);
   // The defaults: truncation, as the official code.
   config = ParseConfig("", "r.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->finetune.long_inputs, "truncate");
+  EXPECT_EQ(config->finetune.long_inputs, LongInputs::kTruncate);
   EXPECT_EQ(config->finetune.max_chunks, 8);
   EXPECT_EQ(config->finetune.mem_len, -1);
 }

@@ -212,7 +212,7 @@ TEST(ChunksTest, FirstUsedChunkSkipsChunksPaddedInEveryRow) {
 
 TEST(ChunksTest, LongInputIsPackedAsKChunksEndingWithSepCls) {
   FinetuneConfig ft;
-  ft.long_inputs = "chunks";
+  ft.long_inputs = LongInputs::kChunks;
   ft.max_seq_length = 16;
   ft.max_chunks = 3;
   ASSERT_EQ(EncodedLength(ft), 48);
@@ -289,7 +289,7 @@ TEST(ChunksTest, OptionsFromConfig) {
   model.mem_len = 64;
   EXPECT_FALSE(UsesChunks(ft));
   EXPECT_EQ(EncodedLength(ft), ft.max_seq_length);
-  ft.long_inputs = "chunks";
+  ft.long_inputs = LongInputs::kChunks;
   EXPECT_TRUE(UsesChunks(ft));
   EXPECT_EQ(ChunkOptionsFromConfig(ft, model).mem_len, 64);  // -1: model's
   model.mem_len.reset();

@@ -147,6 +147,36 @@ TEST(FinetuneTextRulesTest, HfTokenizerConfigDecidesWithoutConfigYaml) {
       << bad.status();
 }
 
+// Keys fine-tuning does not read are errors naming the command and the key,
+// in a file (with its line) and with --set; the keys it reads still work.
+TEST(FinetuneConfigScopeTest, UnreadKeysAreErrorsNamingTheCommand) {
+  xlnet::testing::TempDir tmp;
+  WriteInitDir(tmp.path(), nullptr);
+  for (const char* set :
+       {"train.attention=tiled", "train.activation_checkpointing=true",
+        "data.seq_len=64", "data.sources=[{path: x}]"}) {
+    auto config = LoadFinetuneConfig("", {set}, tmp.path());
+    ASSERT_FALSE(config.ok()) << set;
+    const std::string message(config.status().message());
+    EXPECT_NE(message.find("is not read by xlnet-finetune"), std::string::npos)
+        << message;
+    EXPECT_EQ(message.rfind(std::string("--set ") + set, 0), 0u) << message;
+  }
+  ASSERT_TRUE(WriteFileAtomic(tmp.Join("ft.yaml"),
+                              "train:\n  lr: 0.001\n  attention: sdpa\n")
+                  .ok());
+  auto config = LoadFinetuneConfig(tmp.Join("ft.yaml"), {}, tmp.path());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(std::string(config.status().message()),
+            tmp.Join("ft.yaml") +
+                ":3: train.attention is not read by xlnet-finetune "
+                "(fine-tuning runs the unfused attention core); remove it");
+  config = LoadFinetuneConfig(
+      "", {"data.tokenizer=" + tmp.Join("spiece.model"), "train.lr=0.01"},
+      tmp.path());
+  ASSERT_TRUE(config.ok()) << config.status();
+}
+
 TEST(FinetuneTextRulesTest, BadInitConfigYamlIsAnErrorNamingIt) {
   xlnet::testing::TempDir tmp;
   WriteInitDir(tmp.path(), nullptr);

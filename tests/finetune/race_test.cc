@@ -354,7 +354,7 @@ TEST(RaceEncodingTest, ChunksKeepLongArticlesWhole) {
   auto truncated = ReadMultipleChoiceTask(ft, SmallTokenizer(), "",
                                           Sample("dev"), "", false);
   ASSERT_TRUE(truncated.ok()) << truncated.status();
-  ft.long_inputs = "chunks";
+  ft.long_inputs = LongInputs::kChunks;
   ft.max_chunks = 16;
   auto chunked = ReadMultipleChoiceTask(ft, SmallTokenizer(), "", Sample("dev"),
                                         "", false);

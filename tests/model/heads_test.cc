@@ -426,10 +426,10 @@ TEST_F(HeadsTest, OfficialAnswerClassIsTheSoftmaxWeightedStart) {
   // Inference uses the weighted start in both modes.
   auto beam = model->HeadPredict(hidden, p_mask, labels.cls_index);
   EXPECT_LT(MaxAbsDiff(beam.cls_logits, official.cls_logits), 1e-6);
-  EXPECT_EQ(ParseAnswerClassStart("official").value(),
+  EXPECT_EQ(ParseEnum<AnswerClassStart>("official"),
             AnswerClassStart::kOfficial);
-  EXPECT_EQ(ParseAnswerClassStart("hf").value(), AnswerClassStart::kHf);
-  EXPECT_FALSE(ParseAnswerClassStart("HF!").ok());
+  EXPECT_EQ(ParseEnum<AnswerClassStart>("hf"), AnswerClassStart::kHf);
+  EXPECT_FALSE(ParseEnum<AnswerClassStart>("HF!").has_value());
 }
 
 TEST_F(HeadsTest, PMaskExcludesPositionsInAnyDtype) {
@@ -495,8 +495,8 @@ TEST(HeadsGradCheck, QaHeadLossInDouble) {
         },
         {hidden});
     std::printf("[ diff     ] gradcheck qa head (%s) max_abs_diff=%.3g\n",
-                AnswerClassStartName(mode), diff);
-    EXPECT_LT(diff, 1e-6) << AnswerClassStartName(mode);
+                EnumName(mode), diff);
+    EXPECT_LT(diff, 1e-6) << EnumName(mode);
   }
 }
 

@@ -72,7 +72,7 @@ inline AttentionOptions TestAttention() {
   const std::string spec = env ? env : "";
   if (spec.empty()) return options;
   const auto colon = spec.find(':');
-  const auto impl = ParseAttentionImpl(spec.substr(0, colon));
+  const auto impl = ParseEnum<AttentionImpl>(spec.substr(0, colon));
   EXPECT_TRUE(impl.has_value()) << "XLNET_TEST_ATTENTION=" << spec;
   if (impl) options.impl = *impl;
   if (colon != std::string::npos) {

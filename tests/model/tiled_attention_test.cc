@@ -526,8 +526,8 @@ TEST(TiledAttentionTest, RejectsBadUse) {
                                       in.x[3], torch::ones({2, 3, 7, 2}),
                                       no_seg, in.qlen, 1.0, {}),
                c10::Error);
-  EXPECT_TRUE(ParseAttentionImpl("tiled") == AttentionImpl::kTiled);
-  EXPECT_FALSE(ParseAttentionImpl("flash").has_value());
+  EXPECT_TRUE(ParseEnum<AttentionImpl>("tiled") == AttentionImpl::kTiled);
+  EXPECT_FALSE(ParseEnum<AttentionImpl>("flash").has_value());
 }
 
 }  // namespace
@@ -695,8 +695,8 @@ TEST(SdpaAttentionTest, MatchesTheUnfusedCore) {
 }
 
 TEST(SdpaAttentionTest, RefusedWithoutSdpa) {
-  EXPECT_TRUE(ParseAttentionImpl("sdpa") == AttentionImpl::kSdpa);
-  EXPECT_STREQ(AttentionImplName(AttentionImpl::kSdpa), "sdpa");
+  EXPECT_TRUE(ParseEnum<AttentionImpl>("sdpa") == AttentionImpl::kSdpa);
+  EXPECT_STREQ(EnumName(AttentionImpl::kSdpa), "sdpa");
   if (SdpaAvailable()) GTEST_SKIP() << "this LibTorch has SDPA";
   Case c;
   const CoreInputs in = MakeCore(c, 24);

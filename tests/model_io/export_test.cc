@@ -187,7 +187,7 @@ TEST_F(ExportTest, EncoderOnlyHasExactlyHfXLNetModelNames) {
 
 TEST_F(ExportTest, Bf16IsTheRoundedModel) {
   auto o = Options("bf16");
-  o.dtype = "bf16";
+  o.dtype = Dtype::kBf16;
   ASSERT_TRUE(ExportModel(o).ok());
   auto file = SafetensorsFile::Open(o.out + "/model.safetensors");
   ASSERT_TRUE(file.ok());
@@ -284,7 +284,7 @@ TEST_F(ExportTest, ClassifierKeepsLabelsAndProblemType) {
 TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
   // Unknown dtype.
   auto o = Options("x");
-  o.dtype = "fp16";
+  o.dtype = Dtype::kFp16;
   auto s = ExportModel(o);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(s.status().message(), "fp16")) << s.status();

@@ -197,11 +197,11 @@ TEST(RunToolTest, GoldenInputsGiveGoldenOutputs) {
             (std::vector<int64_t>{2, 3, 64}));
   EXPECT_EQ(out.at("last_hidden_state").sizes(),
             (std::vector<int64_t>{2, 12, 64}));
-  options.dtype = "bf16";
+  options.dtype = Dtype::kBf16;
   ASSERT_TRUE(RunModel(options).ok());
   auto bf16 = ReadTensors(options.outputs_path);
   EXPECT_LT(MaxAbsDiff(bf16.at("logits"), golden.at("lm.logits")), 0.5);
-  options.dtype = "fp16";
+  options.dtype = Dtype::kFp16;
   EXPECT_FALSE(RunModel(options).ok());
 }
 

@@ -10,7 +10,7 @@
 namespace xlnet {
 namespace {
 
-TrainConfig Schedule(int64_t warmup, int64_t steps, const std::string& decay) {
+TrainConfig Schedule(int64_t warmup, int64_t steps, LrDecay decay) {
   TrainConfig t;
   t.lr = 1.0;
   t.warmup_steps = warmup;
@@ -21,7 +21,7 @@ TrainConfig Schedule(int64_t warmup, int64_t steps, const std::string& decay) {
 }
 
 TEST(ScheduleTest, WarmupThenLinearDecay) {
-  const TrainConfig t = Schedule(10, 110, "linear");
+  const TrainConfig t = Schedule(10, 110, LrDecay::kLinear);
   EXPECT_DOUBLE_EQ(ScheduledLearningRate(t, 0), 0.0);
   EXPECT_DOUBLE_EQ(ScheduledLearningRate(t, 5), 0.5);
   EXPECT_DOUBLE_EQ(ScheduledLearningRate(t, 10), 1.0);
@@ -31,7 +31,7 @@ TEST(ScheduleTest, WarmupThenLinearDecay) {
 }
 
 TEST(ScheduleTest, Cosine) {
-  const TrainConfig t = Schedule(0, 100, "cos");
+  const TrainConfig t = Schedule(0, 100, LrDecay::kCos);
   EXPECT_DOUBLE_EQ(ScheduledLearningRate(t, 0), 1.0);
   EXPECT_NEAR(ScheduledLearningRate(t, 50), 0.55, 1e-12);
   EXPECT_NEAR(ScheduledLearningRate(t, 100), 0.1, 1e-12);

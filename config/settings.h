@@ -1,0 +1,189 @@
+// The enumerated settings of a config, each an enum with one name table.
+//
+// A setting's names are written here once; the config visitors (YAML in and
+// out, errors with the allowed names), the command-line flags that take the
+// same values and every consumer use this table, so no other file spells
+// "sdpa", "bf16" or "chunks" as a value:
+//
+//   EnumName(Dtype::kBf16)             -> "bf16"
+//   ParseEnum<Dtype>("bf16")           -> Dtype::kBf16 (nullopt otherwise)
+//   EnumNameList<Dtype>()              -> "fp32, bf16, fp16"
+//
+// Adding a setting: an enum below, an EnumTable specialisation listing every
+// value with its name, and the field in config.h (its visitors then read,
+// write and check it).
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+
+namespace xlnet {
+
+// train.dtype: the compute precision.
+enum class Dtype {
+  kFp32,  // fp32 everywhere
+  kBf16,  // bf16 autocast (CPU and CUDA), fp32 parameters
+  kFp16,  // fp16 autocast with dynamic loss scaling (CUDA only)
+};
+
+// train.decay: the learning-rate decay after warmup.
+enum class LrDecay {
+  kLinear,  // the official poly decay with power 1
+  kCos,     // half a cosine from lr to lr * min_lr_ratio
+};
+
+// train.attention: which attention core the model runs (model/README.md).
+enum class AttentionImpl {
+  kUnfused,  // RelativeAttentionCore: LibTorch ops on [B, H, Lq, K] scores
+  kTiled,    // the fused op's CPU implementation (CPU tensors only)
+  kCuda,     // the fused op's CUDA kernel (CUDA tensors, XLNET_WITH_CUDA)
+  kSdpa,     // LibTorch's scaled_dot_product_attention with the position
+             // and segment terms as its bias (LibTorch >= 2.1;
+             // model/sdpa_attention.h)
+};
+
+// finetune.bad_rows: what a reader does with a malformed input row.
+enum class BadRowPolicy {
+  kError,  // fail with the first one
+  kSkip,   // report it, count it, go on
+};
+
+// finetune.long_inputs: inputs longer than max_seq_length.
+enum class LongInputs {
+  kTruncate,  // keep the first max_seq_length tokens (official)
+  kChunks,    // run as chunks with memory (finetune/chunks.h)
+};
+
+// finetune.answer_class_start: the SQuAD answer-class head's start feature
+// in training (model/question_answering.h).
+enum class AnswerClassStart {
+  kOfficial,  // softmax-weighted start, as the official XLNet
+  kHf,        // the gold start's hidden state, as HF
+};
+
+// One name table per enum: every value once, with its name in configs,
+// flags and messages.
+template <typename E>
+struct EnumTable;
+
+template <>
+struct EnumTable<Dtype> {
+  static constexpr std::array<std::pair<Dtype, const char*>, 3> kNames{{
+      {Dtype::kFp32, "fp32"},
+      {Dtype::kBf16, "bf16"},
+      {Dtype::kFp16, "fp16"},
+  }};
+};
+
+template <>
+struct EnumTable<LrDecay> {
+  static constexpr std::array<std::pair<LrDecay, const char*>, 2> kNames{{
+      {LrDecay::kLinear, "linear"},
+      {LrDecay::kCos, "cos"},
+  }};
+};
+
+template <>
+struct EnumTable<AttentionImpl> {
+  static constexpr std::array<std::pair<AttentionImpl, const char*>, 4> kNames{{
+      {AttentionImpl::kUnfused, "unfused"},
+      {AttentionImpl::kTiled, "tiled"},
+      {AttentionImpl::kCuda, "cuda"},
+      {AttentionImpl::kSdpa, "sdpa"},
+  }};
+};
+
+template <>
+struct EnumTable<BadRowPolicy> {
+  static constexpr std::array<std::pair<BadRowPolicy, const char*>, 2> kNames{{
+      {BadRowPolicy::kSkip, "skip"},
+      {BadRowPolicy::kError, "error"},
+  }};
+};
+
+template <>
+struct EnumTable<LongInputs> {
+  static constexpr std::array<std::pair<LongInputs, const char*>, 2> kNames{{
+      {LongInputs::kTruncate, "truncate"},
+      {LongInputs::kChunks, "chunks"},
+  }};
+};
+
+template <>
+struct EnumTable<AnswerClassStart> {
+  static constexpr std::array<std::pair<AnswerClassStart, const char*>, 2>
+      kNames{{
+          {AnswerClassStart::kOfficial, "official"},
+          {AnswerClassStart::kHf, "hf"},
+      }};
+};
+
+// Whether E is an enumerated setting (has an EnumTable).
+template <typename E, typename = void>
+inline constexpr bool kIsEnumSetting = false;
+template <typename E>
+inline constexpr bool
+    kIsEnumSetting<E, std::void_t<decltype(EnumTable<E>::kNames)>> = true;
+
+// The name of `value` ("" for a value missing from the table, which the
+// table's test rules out).
+template <typename E>
+constexpr const char* EnumName(E value) {
+  for (const auto& [v, name] : EnumTable<E>::kNames) {
+    if (v == value) return name;
+  }
+  return "";
+}
+
+// The value named `name`; nullopt for any other text.
+template <typename E>
+constexpr std::optional<E> ParseEnum(std::string_view name) {
+  for (const auto& [v, n] : EnumTable<E>::kNames) {
+    if (std::string_view(n) == name) return v;
+  }
+  return std::nullopt;
+}
+
+// Every name, in table order.
+template <typename E>
+std::vector<std::string> EnumNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : EnumTable<E>::kNames) {
+    names.emplace_back(entry.second);
+  }
+  return names;
+}
+
+// "fp32, bf16, fp16": the names for messages and --help.
+template <typename E>
+std::string EnumNameList() {
+  std::string out;
+  for (const auto& entry : EnumTable<E>::kNames) {
+    if (!out.empty()) out += ", ";
+    out += entry.second;
+  }
+  return out;
+}
+
+// The value named `name`, or an InvalidArgument "WHAT: must be one of a, b
+// (got 'x') (did you mean 'a'?)"; `what` names the key or flag.
+template <typename E>
+absl::StatusOr<E> ParseEnumSetting(std::string_view what,
+                                   std::string_view name) {
+  if (const std::optional<E> value = ParseEnum<E>(name)) return *value;
+  const std::string got(name);
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(what), ": must be one of ", EnumNameList<E>(),
+                   " (got '", got, "')", DidYouMean(got, EnumNames<E>())));
+}
+
+}  // namespace xlnet
