@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "finetune/metrics.h"
+#include "model_io/run_layout.h"
 
 namespace xlnet::finetune {
 namespace {
@@ -222,7 +223,7 @@ absl::Status RunBaseline(const BaselineRunOptions& run) {
     XLOG(INFO) << split << ":" << line;
   }
   XLNET_RETURN_IF_ERROR(MakeDirs(run.out_dir));
-  return WriteFileAtomic(run.out_dir + "/eval_results.json",
+  return WriteFileAtomic(RunPath(run.out_dir, kEvalResultsFile),
                          json.dump(2) + "\n");
 }
 

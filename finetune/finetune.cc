@@ -22,6 +22,7 @@
 #include "finetune/squad.h"
 #include "finetune/squad_eval.h"
 #include "model_io/model_dir.h"
+#include "model_io/run_layout.h"
 #include "train/run_dir.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
@@ -263,10 +264,11 @@ absl::Status WritePredictions(Task task, const std::string& out_dir,
   if (task == Task::kSquad) {
     // RUN/predictions_dev/{predictions,null_odds,nbest_predictions}.json
     return finetune::WriteSquadPredictions(
-        predictions.squad, absl::StrCat(out_dir, "/predictions_", set.name));
+        predictions.squad,
+        RunPath(out_dir, absl::StrCat(kPredictionsPrefix, set.name)));
   }
   return WriteFileAtomic(
-      absl::StrCat(out_dir, "/predictions_", set.name, ".tsv"),
+      RunPath(out_dir, absl::StrCat(kPredictionsPrefix, set.name, ".tsv")),
       finetune::PredictionsTsv(predictions, task == Task::kRegression));
 }
 
@@ -307,7 +309,7 @@ absl::StatusOr<Config> LoadFinetuneConfig(
   // fine-tuning batches are ordinary, as in the official code and HF.
   config.model.bi_data = false;
   // The text rules the model was pretrained with, when --init records them.
-  const std::string init_yaml = absl::StrCat(init_dir, "/config.yaml");
+  const std::string init_yaml = absl::StrCat(init_dir, "/", kRunConfigFile);
   DataConfig& data = config.data;
   auto rules_text = [](const DataConfig& d) {
     return absl::StrCat("uncased=", d.uncased ? "true" : "false",
@@ -501,9 +503,9 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
     }
   }
   if (!best_dir.empty()) results["best_dir"] = best_dir;
-  XLNET_RETURN_IF_ERROR(
-      WriteFileAtomic(out_dir + "/eval_results.json", results.dump(2) + "\n"));
-  XLOG(INFO) << "wrote " << out_dir << "/eval_results.json";
+  const std::string results_path = RunPath(out_dir, kEvalResultsFile);
+  XLNET_RETURN_IF_ERROR(WriteFileAtomic(results_path, results.dump(2) + "\n"));
+  XLOG(INFO) << "wrote " << results_path;
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "model_io/run_layout.h"
 
 namespace xlnet {
 namespace {
@@ -136,7 +137,7 @@ absl::Status VerifyChecksums(const std::string& dir) {
 }
 
 CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep)
-    : checkpoints_dir_(run_dir + "/checkpoints"), keep_(keep) {}
+    : checkpoints_dir_(RunPath(run_dir, kCheckpointsDir)), keep_(keep) {}
 
 std::string CheckpointManager::StepDir(int64_t step) const {
   return absl::StrCat(checkpoints_dir_, "/step_", step);

@@ -1,12 +1,10 @@
 #include "model_io/export.h"
 
 #include <dirent.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -20,6 +18,7 @@
 #include "model/precision.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
+#include "model_io/run_layout.h"
 #include "model_io/save.h"
 
 namespace xlnet {
@@ -30,10 +29,6 @@ constexpr uint64_t kMaxTokenizerBytes = uint64_t{256} << 20;
 // The model card reads at most this much of the end of metrics.jsonl.
 constexpr uint64_t kMetricsTailBytes = uint64_t{1} << 20;
 
-constexpr char kRunConfigFile[] = "config.yaml";
-constexpr char kMetricsFile[] = "metrics.jsonl";
-constexpr char kTrainerStateFile[] = "trainer_state.json";
-constexpr char kBestStateFile[] = "best.json";
 constexpr char kTokenizerConfigFile[] = "tokenizer_config.json";
 constexpr char kSpecialTokensFile[] = "special_tokens_map.json";
 constexpr char kModelCardFile[] = "README.md";
@@ -55,30 +50,6 @@ std::optional<std::string> FindUp(const std::string& dir,
     here = here.parent_path();
   }
   return std::nullopt;
-}
-
-// The last `max_bytes` of a file, from its first whole line.
-absl::StatusOr<std::string> ReadTail(const std::string& path,
-                                     uint64_t max_bytes) {
-  uint64_t size = 0;
-  XLNET_ASSIGN_OR_RETURN(const int fd,
-                         OpenRegularFile(path, kNoSizeLimit, &size));
-  const uint64_t start = size > max_bytes ? size - max_bytes : 0;
-  std::string text(size - start, '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n =
-        ::pread(fd, text.data() + done, text.size() - done, start + done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  text.resize(done);
-  if (start > 0) {
-    const size_t eol = text.find('\n');
-    text = eol == std::string::npos ? "" : text.substr(eol + 1);
-  }
-  return text;
 }
 
 bool IsEmptyDirectory(const std::string& path) {
@@ -265,7 +236,8 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
     }
   }
   std::vector<std::string> unused;
-  if (auto path = FindUp(dir, std::string("best/") + kBestStateFile, &unused)) {
+  if (auto path =
+          FindUp(dir, absl::StrCat(kBestDir, "/", kBestStateFile), &unused)) {
     run.best_path = *path;
     XLNET_ASSIGN_OR_RETURN(run.best, ReadJsonFile(*path));
   }
@@ -289,24 +261,18 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
   }
   if (auto path = FindUp(dir, kMetricsFile, &unused)) {
     run.metrics_path = *path;
-    XLNET_ASSIGN_OR_RETURN(const std::string tail,
-                           ReadTail(*path, kMetricsTailBytes));
-    std::istringstream in(tail);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object() || !j.contains("step") ||
-          !j["step"].is_number_integer()) {
-        continue;  // a torn line from a crash
-      }
-      if (run.step && j["step"].get<int64_t>() > *run.step) continue;
-      bool eval = false;
-      for (const auto& [k, v] : j.items()) {
-        if (absl::StartsWith(k, "eval_")) eval = true;
-      }
-      if (eval) run.last_eval = j;
-    }
+    XLNET_RETURN_IF_ERROR(ReadMetricsLines(
+        *path, kMetricsTailBytes, MetricsWindow::kTail,
+        [&](const std::string&, const nlohmann::json& j) {
+          if (!j.contains("step") || !j["step"].is_number_integer()) return;
+          if (run.step && j["step"].get<int64_t>() > *run.step) return;
+          for (const auto& [k, v] : j.items()) {
+            if (absl::StartsWith(k, "eval_")) {
+              run.last_eval = j;
+              return;
+            }
+          }
+        }));
   }
   return run;
 }

@@ -1,9 +1,11 @@
 // xlnet-baseline: a bag-of-words classifier to compare fine-tuning against
 // (finetune/bow_baseline.h).
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "finetune/bow_baseline.h"
+#include "model_io/run_layout.h"
 
 namespace {
 
@@ -14,7 +16,8 @@ absl::Status Run(int argc, char** argv) {
   flags.AddString("train", &o.train, "training data (.tsv/.jsonl)");
   flags.AddString("dev", &o.dev, "dev data (picks the L2 penalty)");
   flags.AddString("test", &o.test, "test data (scored at the end)");
-  flags.AddString("out", &o.out_dir, "writes OUT/eval_results.json");
+  flags.AddString("out", &o.out_dir,
+                  absl::StrCat("writes OUT/", xlnet::kEvalResultsFile));
   std::string bad_rows(xlnet::EnumName(o.bad_rows));
   flags.AddString("bad_rows", &bad_rows,
                   xlnet::EnumNameList<xlnet::BadRowPolicy>());

@@ -1,9 +1,11 @@
 // xlnet-finetune: fine-tuning on classification, regression, SQuAD or
 // multiple choice (finetune/finetune.h).
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "finetune/finetune.h"
+#include "model_io/run_layout.h"
 
 namespace {
 
@@ -42,9 +44,11 @@ absl::Status Run(int argc, char** argv) {
                   "dev data: evaluated every train.eval_steps; picks the best "
                   "checkpoint");
   flags.AddString("test", &o.test, "test data: evaluated at the end");
-  flags.AddString("out", &o.out_dir,
-                  "run directory: best/, checkpoints/, metrics.jsonl, "
-                  "eval_results.json, predictions");
+  flags.AddString(
+      "out", &o.out_dir,
+      absl::StrCat("run directory: ", xlnet::kBestDir, "/, ",
+                   xlnet::kCheckpointsDir, "/, ", xlnet::kMetricsFile, ", ",
+                   xlnet::kEvalResultsFile, ", predictions"));
   flags.AddString("resume", &o.resume,
                   "'latest' (the newest checkpoint in --out that verifies; a "
                   "new run when there is none) or a checkpoint directory");

@@ -1,7 +1,9 @@
 // xlnet-pretrain: permutation-LM pretraining (pretrain/pretrain.h).
+#include "absl/strings/str_cat.h"
 #include "common/flags.h"
 #include "common/status.h"
 #include "common/tool_main.h"
+#include "model_io/run_layout.h"
 #include "pretrain/pretrain.h"
 
 namespace {
@@ -18,8 +20,10 @@ absl::Status Run(int argc, char** argv) {
   flags.AddString("data", &o.data_dir,
                   "prepared shards (xlnet-data prepare); required unless the "
                   "config blends corpora with data.sources");
-  flags.AddString("out", &o.out_dir,
-                  "run directory: config.yaml, metrics.jsonl, checkpoints/");
+  flags.AddString(
+      "out", &o.out_dir,
+      absl::StrCat("run directory: ", xlnet::kRunConfigFile, ", ",
+                   xlnet::kMetricsFile, ", ", xlnet::kCheckpointsDir, "/"));
   flags.AddString(
       "resume", &o.resume,
       "'latest' (the newest checkpoint in --out that verifies; a new run "

@@ -15,12 +15,12 @@
 #include "common/status.h"
 #include "model_io/checkpoint_manager.h"
 #include "model_io/model_dir.h"
+#include "model_io/run_layout.h"
 
 namespace xlnet {
 namespace {
 
 constexpr int kRunInfoVersion = 1;
-constexpr char kPredictionsPrefix[] = "predictions_";
 
 bool IsRunEntry(const std::string& name) {
   for (const std::string& entry : RunEntries()) {
@@ -52,7 +52,7 @@ std::string Describe(const std::string& dir,
                      const std::vector<std::string>& present) {
   std::vector<std::string> parts;
   for (const std::string& name : present) {
-    if (name != "checkpoints") {
+    if (name != kCheckpointsDir) {
       parts.push_back(name);
       continue;
     }
@@ -64,17 +64,17 @@ std::string Describe(const std::string& dir,
       steps.erase(steps.begin() + 1, steps.end() - 2);
       steps.insert(steps.begin() + 1, "...");
     }
-    parts.push_back(
-        steps.empty()
-            ? "checkpoints/"
-            : absl::StrCat("checkpoints/ (", absl::StrJoin(steps, ", "), ")"));
+    parts.push_back(steps.empty()
+                        ? absl::StrCat(kCheckpointsDir, "/")
+                        : absl::StrCat(kCheckpointsDir, "/ (",
+                                       absl::StrJoin(steps, ", "), ")"));
   }
   return absl::StrJoin(parts, ", ");
 }
 
 // run.json's kind, "" when there is none.
 absl::StatusOr<std::string> StoredKind(const std::string& dir) {
-  const std::string path = absl::StrCat(dir, "/", kRunInfoFile);
+  const std::string path = RunPath(dir, kRunInfoFile);
   if (!PathExists(path)) return std::string();
   XLNET_ASSIGN_OR_RETURN(nlohmann::json info,
                          ReadStateJson(path, "run", kRunInfoVersion));
@@ -91,7 +91,7 @@ absl::StatusOr<std::string> StoredKind(const std::string& dir) {
 std::string InferredKind(const std::string& dir,
                          const std::vector<std::string>& present) {
   for (const std::string& name : present) {
-    if (name == "best" || name == "eval_results.json" ||
+    if (name == kBestDir || name == kEvalResultsFile ||
         absl::StartsWith(name, kPredictionsPrefix)) {
       return "fine-tuning";
     }
@@ -179,7 +179,7 @@ absl::Status CheckAndPrepare(const RunDirOptions& o) {
     XLOG(WARNING) << "--overwrite: removing the run in " << dir << " ("
                   << Describe(dir, present) << ")";
     for (const std::string& name : present) {
-      XLNET_RETURN_IF_ERROR(RemoveAll(absl::StrCat(dir, "/", name)));
+      XLNET_RETURN_IF_ERROR(RemoveAll(RunPath(dir, name)));
     }
   }
   if (!o.resume.empty() && o.resume != "latest") {
@@ -188,21 +188,13 @@ absl::Status CheckAndPrepare(const RunDirOptions& o) {
   // Leftovers of writers killed mid-file; nobody else writes here now.
   XLNET_RETURN_IF_ERROR(CleanStaleTemps(dir).status());
   if (!has_run_info || stored_kind != o.kind) {
-    XLNET_RETURN_IF_ERROR(WriteStateJson(absl::StrCat(dir, "/", kRunInfoFile),
-                                         "run", kRunInfoVersion,
-                                         {{"kind", o.kind}}));
+    XLNET_RETURN_IF_ERROR(WriteStateJson(RunPath(dir, kRunInfoFile), "run",
+                                         kRunInfoVersion, {{"kind", o.kind}}));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
-
-const std::vector<std::string>& RunEntries() {
-  static const auto* entries = new std::vector<std::string>{
-      "config.yaml", "metrics.jsonl",     "checkpoints",
-      "best",        "eval_results.json", "tb"};
-  return *entries;
-}
 
 absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
     const RunDirOptions& options, ProcessGroup* group) {
@@ -217,8 +209,8 @@ absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
   if (rank == 0) {
     status = MakeDirs(options.dir);
     if (status.ok()) {
-      auto acquired = FileLock::Acquire(
-          absl::StrCat(options.dir, "/", kRunLockFile), options.dir);
+      auto acquired =
+          FileLock::Acquire(RunPath(options.dir, kRunLockFile), options.dir);
       if (acquired.ok()) {
         lock = std::move(*acquired);
         status = CheckAndPrepare(options);

@@ -6,25 +6,19 @@
 //
 //   RUN/run.lock   flock held by rank 0; records pid, host, start, command
 //   RUN/run.json   {"kind": "pretraining" | "fine-tuning"}
+//
+// The names of these and of every other entry of RUN/ are in
+// model_io/run_layout.h.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/file_lock.h"
 #include "train/distributed.h"
 
 namespace xlnet {
-
-inline constexpr char kRunLockFile[] = "run.lock";
-inline constexpr char kRunInfoFile[] = "run.json";
-
-// The files and directories a run writes into RUN/ (what --overwrite
-// removes and what makes a directory "hold a run"); "predictions_" is a
-// prefix.
-const std::vector<std::string>& RunEntries();
 
 struct RunDirOptions {
   // The run directory (--out).

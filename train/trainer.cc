@@ -9,7 +9,6 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,12 +18,12 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "model_io/run_layout.h"
 
 namespace xlnet {
 namespace {
 
 constexpr int kTrainerStateVersion = 1;
-constexpr char kTrainerStateFile[] = "trainer_state.json";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
 // metrics.jsonl is read whole on resume: a line per logged step is about
 // 200 bytes, so this is millions of steps.
@@ -180,7 +179,7 @@ int Trainer::world_size() const { return group_ ? group_->world_size() : 1; }
 
 absl::Status Trainer::AppendMetrics(const std::string& line) {
   if (rank() != 0) return absl::OkStatus();
-  const std::string path = options_.run_dir + "/metrics.jsonl";
+  const std::string path = RunPath(options_.run_dir, kMetricsFile);
   std::ofstream out(path, std::ios::app);
   out << line << "\n";
   out.flush();
@@ -202,22 +201,20 @@ absl::Status Trainer::TensorBoardScalars(const nlohmann::json& line,
 absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
   // A run that died after its last checkpoint logged steps that the resumed
   // run repeats; drop them so metrics.jsonl has each step once.
-  const std::string path = options_.run_dir + "/metrics.jsonl";
+  const std::string path = RunPath(options_.run_dir, kMetricsFile);
   if (rank() != 0 || !PathExists(path)) return absl::OkStatus();
-  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxMetricsBytes));
-  std::istringstream in(text);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    // A line that does not parse is a torn last line from a crash.
-    absl::StatusOr<nlohmann::json> j = ParseJson(line, path);
-    if (!j.ok() || !j->is_object()) continue;
-    if (j->contains("step")) {
-      absl::StatusOr<int64_t> s = JsonInteger((*j)["step"], path, 0, INT64_MAX);
-      if (!s.ok() || *s > step) continue;
-    }
-    kept += line + "\n";
-  }
+  // Lines that do not parse (a torn last line from a crash) go too.
+  std::string kept;
+  XLNET_RETURN_IF_ERROR(
+      ReadMetricsLines(path, kMaxMetricsBytes, MetricsWindow::kWhole,
+                       [&](const std::string& line, const nlohmann::json& j) {
+                         if (j.contains("step")) {
+                           absl::StatusOr<int64_t> s =
+                               JsonInteger(j["step"], path, 0, INT64_MAX);
+                           if (!s.ok() || *s > step) return;
+                         }
+                         absl::StrAppend(&kept, line, "\n");
+                       }));
   return WriteFileAtomic(path, kept);
 }
 
@@ -242,7 +239,7 @@ absl::Status Trainer::Save(int64_t step) {
     contents.tensor_files = std::move(files);
     contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
     contents.text_files = options_.extra_files;
-    contents.text_files["config.yaml"] = options_.config_yaml;
+    contents.text_files[kRunConfigFile] = options_.config_yaml;
     nlohmann::json state = {
         {"step", step},
         {"skipped_steps", skipped_},
@@ -347,7 +344,7 @@ absl::Status Trainer::EvaluateAndKeepBest() {
 }
 
 absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
-  const std::string dir = options_.run_dir + "/" + kBestDir;
+  const std::string dir = RunPath(options_.run_dir, kBestDir);
   nlohmann::json state = {{"step", step_},
                           {"metric", options_.best_metric},
                           {"value", *best_value_},
@@ -362,7 +359,7 @@ absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
         // As in every checkpoint: what the model was trained with (its
         // text rules included, which fine-tuning from here reads).
         XLNET_RETURN_IF_ERROR(
-            WriteFileAtomic(writer.Path("config.yaml"), options_.config_yaml));
+            WriteFileAtomic(writer.Path(kRunConfigFile), options_.config_yaml));
         return WriteFileAtomic(writer.Path(kBestStateFile),
                                state.dump(2) + "\n");
       }));
@@ -381,8 +378,8 @@ absl::Status Trainer::Prepare() {
   }
   XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
   if (rank() == 0) {
-    XLNET_RETURN_IF_ERROR(WriteFileAtomic(options_.run_dir + "/config.yaml",
-                                          options_.config_yaml));
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(
+        RunPath(options_.run_dir, kRunConfigFile), options_.config_yaml));
   }
   if (group_ && world_size() > 1) {
     XLNET_RETURN_IF_ERROR(
@@ -400,7 +397,7 @@ absl::Status Trainer::Prepare() {
   if (!options_.best_metric.empty() && !options_.resume.empty()) {
     // A resumed run competes with the best model the run already kept.
     const std::string best =
-        absl::StrCat(options_.run_dir, "/", kBestDir, "/", kBestStateFile);
+        absl::StrCat(RunPath(options_.run_dir, kBestDir), "/", kBestStateFile);
     if (PathExists(best)) {
       XLNET_ASSIGN_OR_RETURN(std::string text,
                              ReadFile(best, kMaxConfigFileBytes));
@@ -624,7 +621,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   XLNET_RETURN_IF_ERROR(Prepare());
   if (rank() == 0 && train.tensorboard) {
     // A new events file per run or resume; TensorBoard merges RUN/tb/.
-    XLNET_ASSIGN_OR_RETURN(tb_, TbWriter::Open(options_.run_dir + "/tb"));
+    XLNET_ASSIGN_OR_RETURN(
+        tb_, TbWriter::Open(RunPath(options_.run_dir, kTensorBoardDir)));
     XLNET_RETURN_IF_ERROR(tb_->Text(step_, "config", options_.config_yaml));
   }
   TrainResult result;
@@ -716,7 +714,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     XLNET_RETURN_IF_ERROR(Save(step_));
   }
   if (best_value_) {
-    result.best_dir = options_.run_dir + "/" + kBestDir;
+    result.best_dir = RunPath(options_.run_dir, kBestDir);
     result.best_value = *best_value_;
   }
   result.steps = step_;

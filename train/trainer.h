@@ -121,11 +121,6 @@ struct TrainerOptions {
   std::function<void(const StepTiming&)> on_step;
 };
 
-// RUN/best/ and its description, written when TrainerOptions::best_metric
-// is set.
-inline constexpr char kBestDir[] = "best";
-inline constexpr char kBestStateFile[] = "best.json";
-
 struct TrainResult {
   int64_t steps = 0;          // optimizer steps completed (total)
   int64_t skipped_steps = 0;  // non-finite steps skipped
