@@ -106,6 +106,63 @@ absl::Status CheckNotMoved(const std::string& where, const std::string& path) {
   return absl::OkStatus();
 }
 
+// HuggingFace TrainingArguments (and run_glue/run_squad) names a user may
+// bring, with the key that holds the setting here. They are errors naming
+// our key rather than aliases, so each setting keeps one key.
+struct HfName {
+  const char* hf_key;
+  const char* our_key;
+  const char* note;  // "" or how the meaning differs
+};
+constexpr HfName kHfNames[] = {
+    {"learning_rate", "train.lr", ""},
+    {"max_grad_norm", "train.clip", ""},
+    {"gradient_accumulation_steps", "train.grad_accum_steps", ""},
+    {"save_total_limit", "train.keep_checkpoints", ""},
+    {"logging_steps", "train.log_steps", ""},
+    {"lr_scheduler_type", "train.decay", "linear or cos"},
+    {"warmup_ratio", "train.warmup_steps", "a number of steps"},
+    {"gradient_checkpointing", "train.activation_checkpointing", ""},
+    {"early_stopping_patience", "train.patience", ""},
+    {"early_stopping_threshold", "train.patience_min_delta", ""},
+    {"eval_strategy", "train.eval_steps", "evaluate every N steps"},
+    {"evaluation_strategy", "train.eval_steps", "evaluate every N steps"},
+    {"num_train_epochs", "train.max_steps",
+     "there are no epochs: a run is train.max_steps optimizer steps"},
+    {"per_device_train_batch_size", "train.batch_size",
+     "the global batch over all ranks and accumulation micro-steps"},
+    {"per_device_eval_batch_size", "finetune.eval_batch_size", ""},
+    {"bf16", "train.dtype", "train.dtype: bf16"},
+    {"fp16", "train.dtype", "train.dtype: fp16 (CUDA only)"},
+    {"report_to", "train.tensorboard",
+     "true writes TensorBoard events under RUN/tb/"},
+    {"output_dir", "--out", "the run directory is a command-line flag"},
+    {"adam_beta1", "train.adam_beta1", ""},
+    {"adam_beta2", "train.adam_beta2", ""},
+    {"adam_epsilon", "train.adam_epsilon", ""},
+    {"weight_decay", "train.weight_decay", ""},
+    {"warmup_steps", "train.warmup_steps", ""},
+    {"max_steps", "train.max_steps", ""},
+    {"save_steps", "train.save_steps", ""},
+    {"eval_steps", "train.eval_steps", ""},
+    {"seed", "train.seed", ""},
+    {"max_seq_length", "finetune.max_seq_length", ""},
+    {"doc_stride", "finetune.doc_stride", ""},
+};
+
+// An error naming our key when `key` (set at `where`, as `path`) is a
+// HuggingFace name of a setting that lives elsewhere here; OK otherwise.
+absl::Status CheckHfName(const std::string& where, const std::string& path,
+                         const std::string& key) {
+  for (const HfName& name : kHfNames) {
+    if (key != name.hf_key || path == name.our_key) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", path, ": HuggingFace's ", key, " is ", name.our_key,
+        " here", *name.note ? absl::StrCat(" (", name.note, ")") : ""));
+  }
+  return absl::OkStatus();
+}
+
 // The model keys whose home is the data section; the default names of
 // data.sources.
 void DeriveModelKeys(Config& config) {
@@ -429,6 +486,9 @@ absl::Status CheckSectionRead(const ConfigScope& scope,
   if (std::find(sections.begin(), sections.end(), section) != sections.end()) {
     return absl::OkStatus();
   }
+  // HuggingFace's TrainingArguments are flat: `learning_rate: 3e-5` at the
+  // top.
+  XLNET_RETURN_IF_ERROR(CheckHfName(where, section, section));
   if (IsKnownSection(section)) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": section '", section, "' is not read by this command",
@@ -449,6 +509,7 @@ absl::Status CheckKeyRead(const ConfigScope& scope, const std::string& where,
   XLNET_RETURN_IF_ERROR(CheckNotMoved(where, path));
   const std::vector<std::string> keys = ConfigKeys(section);
   if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    XLNET_RETURN_IF_ERROR(CheckHfName(where, path, key));
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": unknown key '", path, "'", DidYouMean(key, keys)));
   }

@@ -181,6 +181,32 @@ TEST(ConfigTest, InfiniteTrainerNumbersAreRefused) {
   EXPECT_TRUE(ParseConfig("", "c.yaml", {"train.lr=3e-4"}).ok());
 }
 
+// HuggingFace TrainingArguments names, in a section or flat at the top,
+// are errors naming the key that holds the setting here.
+TEST(ConfigTest, HuggingFaceNamesNameOurKey) {
+  auto config = ParseConfig("train:\n  learning_rate: 3.0e-5\n", "hf.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "hf.yaml:2: train.learning_rate: HuggingFace's learning_rate is "
+            "train.lr here");
+  config = ParseConfig("", "hf.yaml", {"train.num_train_epochs=3"});
+  EXPECT_EQ(Message(config.status()),
+            "--set train.num_train_epochs=3: train.num_train_epochs: "
+            "HuggingFace's num_train_epochs is train.max_steps here (there "
+            "are no epochs: a run is train.max_steps optimizer steps)");
+  config = ParseConfig("max_grad_norm: 1.0\n", "hf.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "hf.yaml:1: max_grad_norm: HuggingFace's max_grad_norm is "
+            "train.clip here");
+  config = ParseConfig("", "hf.yaml", {"train.per_device_train_batch_size=8"});
+  EXPECT_NE(Message(config.status()).find("train.batch_size here (the global"),
+            std::string::npos)
+      << config.status();
+  // Our own key of the same name is not caught.
+  config = ParseConfig("train:\n  seed: 7\n  weight_decay: 0.01\n", "hf.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.seed, 7);
+}
+
 TEST(SettingsTest, EveryTableNamesEachValueOnce) {
   ExpectTableRoundTrips<Dtype>(3);
   ExpectTableRoundTrips<LrDecay>(2);
