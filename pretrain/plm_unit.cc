@@ -27,6 +27,105 @@ std::string TensorString(const torch::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
 }
 
+// train.batch_size must split over the ranks and accumulation micro-steps
+// (into forward+backward halves with bi_data).
+absl::Status CheckBatchSplit(const Config& config, int64_t world_size) {
+  const TrainConfig& train = config.train;
+  const int64_t per_step = world_size * train.grad_accum_steps;
+  if (train.batch_size % per_step != 0 ||
+      (config.data.bi_data && (train.batch_size / per_step) % 2 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train.batch_size=", train.batch_size, " must split evenly over ",
+        world_size, " ranks x ", train.grad_accum_steps, " micro-batches",
+        config.data.bi_data ? " into even (forward+backward) halves" : ""));
+  }
+  return absl::OkStatus();
+}
+
+// The unigram baseline's log-probabilities: token frequencies of the
+// training split (add-one smoothed) over the vocabulary. A blend
+// counts every source's training split in proportion to its weight
+// (each source's frequencies normalised, then mixed by the normalised
+// weights), the mixture the batches are drawn from; with one source
+// this is exactly the single-directory baseline.
+torch::Tensor UnigramLogProbs(const std::vector<const data::Sampler*>& parts,
+                              const std::vector<DataSource>& sources,
+                              int64_t vocab_size) {
+  std::vector<double> counts(vocab_size, 1.0);
+  std::vector<double> part_counts(vocab_size);
+  std::vector<int32_t> chunk(1 << 20);
+  double total_weight = 0;
+  for (const DataSource& s : sources) total_weight += s.weight;
+  int64_t all_tokens = 0;
+  for (const data::Sampler* part : parts) all_tokens += part->corpus().size();
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const data::Corpus& corpus = parts[p]->corpus();
+    std::fill(part_counts.begin(), part_counts.end(), 0.0);
+    for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
+      const int64_t n =
+          std::min<int64_t>(chunk.size(), corpus.size() - begin);
+      corpus.CopyIds(begin, n, chunk.data());
+      for (int64_t i = 0; i < n; ++i) {
+        if (chunk[i] >= 0 && chunk[i] < vocab_size)
+          part_counts[chunk[i]] += 1;
+      }
+    }
+    // Weighted share of all training tokens this source stands for.
+    const double scale =
+        parts.size() == 1 || corpus.size() == 0
+            ? 1.0
+            : sources[p].weight / total_weight * all_tokens / corpus.size();
+    for (size_t v = 0; v < counts.size(); ++v) {
+      counts[v] += scale * part_counts[v];
+    }
+  }
+  const torch::Tensor freq = torch::tensor(counts, torch::kFloat64);
+  return (freq / freq.sum()).log().to(torch::kFloat);
+}
+
+// The model of a pretraining run on `device`: from `init_dir` (the same
+// architecture; the run's settings (memory, bi_data, dropout, ...) are the
+// config's, not those of the stored config.json) or freshly initialised
+// from train.seed, with the attention core and activation checkpointing of
+// the config.
+absl::StatusOr<XLNetLMHeadModel> MakeModel(const Config& config,
+                                           const std::string& init_dir,
+                                           torch::Device device) {
+  XLNetLMHeadModel model{nullptr};
+  if (!init_dir.empty()) {
+    XLNET_ASSIGN_OR_RETURN(ModelDir init, ReadModelDir(init_dir));
+    XLNET_RETURN_IF_ERROR(
+        CheckSameArchitecture(init.config, config.model, init_dir));
+    model = XLNetLMHeadModel(config.model);
+    LoadOptions load;
+    load.ignore_prefixes = FineTuningHeadPrefixes();
+    XLNET_RETURN_IF_ERROR(
+        LoadStateDict(*model, init.tensors, init.weights_path, load));
+  } else {
+    torch::manual_seed(config.train.seed);
+    model = XLNetLMHeadModel(config.model);
+    model->ResetParameters();
+  }
+  model->to(device);
+  model->transformer->SetActivationCheckpointing(
+      config.train.activation_checkpointing);
+  AttentionOptions attention;
+  attention.impl = config.train.attention;
+  if (attention.impl == AttentionImpl::kCuda && !CudaAttentionCompiled()) {
+    return absl::InvalidArgumentError(
+        "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
+        "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention kernel");
+  }
+  if (attention.impl == AttentionImpl::kSdpa && !SdpaAvailable()) {
+    return absl::InvalidArgumentError(
+        "train.attention: 'sdpa' needs LibTorch >= 2.1 "
+        "(scaled_dot_product_attention); this build has " +
+        std::string(TORCH_VERSION) + " (use 'unfused' or 'tiled')");
+  }
+  model->transformer->SetAttention(attention);
+  return model;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
@@ -36,15 +135,7 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(train.device));
   const torch::ScalarType dtype = ScalarTypeOf(train.dtype);
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
-  const int64_t per_step = options.world_size * train.grad_accum_steps;
-  if (train.batch_size % per_step != 0 ||
-      (config.data.bi_data && (train.batch_size / per_step) % 2 != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "train.batch_size=", train.batch_size, " must split evenly over ",
-        options.world_size, " ranks x ", train.grad_accum_steps,
-        " micro-batches",
-        config.data.bi_data ? " into even (forward+backward) halves" : ""));
-  }
+  XLNET_RETURN_IF_ERROR(CheckBatchSplit(config, options.world_size));
 
   std::unique_ptr<PlmUnit> unit(new PlmUnit(config, device, dtype));
   unit->accum_ = train.grad_accum_steps;
@@ -98,76 +189,12 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
     sampler_options.split = data::Split::kEval;
     sampler_options.data.prefetch_batches = 0;
     XLNET_ASSIGN_OR_RETURN(unit->eval_, open_split(sampler_options));
-    // Unigram baseline: token frequencies of the training split. A blend
-    // counts every source's training split in proportion to its weight
-    // (each source's frequencies normalised, then mixed by the normalised
-    // weights), the mixture the batches are drawn from; with one source
-    // this is exactly the single-directory baseline.
-    std::vector<double> counts(config.model.vocab_size, 1.0);
-    std::vector<double> part_counts(config.model.vocab_size);
-    std::vector<int32_t> chunk(1 << 20);
-    double total_weight = 0;
-    for (const DataSource& s : sources) total_weight += s.weight;
-    int64_t all_tokens = 0;
-    for (const data::Sampler* part : parts) all_tokens += part->corpus().size();
-    for (size_t p = 0; p < parts.size(); ++p) {
-      const data::Corpus& corpus = parts[p]->corpus();
-      std::fill(part_counts.begin(), part_counts.end(), 0.0);
-      for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
-        const int64_t n =
-            std::min<int64_t>(chunk.size(), corpus.size() - begin);
-        corpus.CopyIds(begin, n, chunk.data());
-        for (int64_t i = 0; i < n; ++i) {
-          if (chunk[i] >= 0 && chunk[i] < config.model.vocab_size)
-            part_counts[chunk[i]] += 1;
-        }
-      }
-      // Weighted share of all training tokens this source stands for.
-      const double scale =
-          parts.size() == 1 || corpus.size() == 0
-              ? 1.0
-              : sources[p].weight / total_weight * all_tokens / corpus.size();
-      for (size_t v = 0; v < counts.size(); ++v) {
-        counts[v] += scale * part_counts[v];
-      }
-    }
-    const torch::Tensor freq = torch::tensor(counts, torch::kFloat64);
-    unit->unigram_log_probs_ = (freq / freq.sum()).log().to(torch::kFloat);
+    unit->unigram_log_probs_ =
+        UnigramLogProbs(parts, sources, config.model.vocab_size);
   }
 
-  if (!options.init_dir.empty()) {
-    // The architecture must match; the run's settings (memory, bi_data,
-    // dropout, ...) are the config's, not those of the stored config.json.
-    XLNET_ASSIGN_OR_RETURN(ModelDir init, ReadModelDir(options.init_dir));
-    XLNET_RETURN_IF_ERROR(
-        CheckSameArchitecture(init.config, config.model, options.init_dir));
-    unit->model_ = XLNetLMHeadModel(config.model);
-    LoadOptions load;
-    load.ignore_prefixes = FineTuningHeadPrefixes();
-    XLNET_RETURN_IF_ERROR(
-        LoadStateDict(*unit->model_, init.tensors, init.weights_path, load));
-  } else {
-    torch::manual_seed(train.seed);
-    unit->model_ = XLNetLMHeadModel(config.model);
-    unit->model_->ResetParameters();
-  }
-  unit->model_->to(device);
-  unit->model_->transformer->SetActivationCheckpointing(
-      train.activation_checkpointing);
-  AttentionOptions attention;
-  attention.impl = train.attention;
-  if (attention.impl == AttentionImpl::kCuda && !CudaAttentionCompiled()) {
-    return absl::InvalidArgumentError(
-        "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
-        "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention kernel");
-  }
-  if (attention.impl == AttentionImpl::kSdpa && !SdpaAvailable()) {
-    return absl::InvalidArgumentError(
-        "train.attention: 'sdpa' needs LibTorch >= 2.1 "
-        "(scaled_dot_product_attention); this build has " +
-        std::string(TORCH_VERSION) + " (use 'unfused' or 'tiled')");
-  }
-  unit->model_->transformer->SetAttention(attention);
+  XLNET_ASSIGN_OR_RETURN(unit->model_,
+                         MakeModel(config, options.init_dir, device));
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(train.seed + 7919 * (options.rank + 1));
   return unit;
