@@ -272,6 +272,62 @@ absl::Status WritePredictions(Task task, const std::string& out_dir,
       finetune::PredictionsTsv(predictions, task == Task::kRegression));
 }
 
+// The task's train, dev and test sets, read and encoded (labels: the
+// given ones or those of the training data).
+absl::StatusOr<Data> ReadTaskData(Task task, const Config& config,
+                                  const data::Tokenizer& tokenizer,
+                                  const XLNetConfig& init_model,
+                                  const FinetuneOptions& options) {
+  if (task == Task::kMultipleChoice) {
+    XLNET_ASSIGN_OR_RETURN(
+        finetune::MultipleChoiceData choice,
+        finetune::ReadMultipleChoiceTask(config.finetune, tokenizer,
+                                         options.train, options.dev,
+                                         options.test, options.do_predict));
+    Data data;
+    data.train = std::move(choice.train);
+    data.dev = std::move(choice.dev);
+    data.test = std::move(choice.test);
+    return data;
+  }
+  if (task == Task::kSquad) {
+    return ReadSquadTask(config, tokenizer, options.train, options.dev,
+                         options.test, options.do_predict);
+  }
+  return ReadTextTask(task, config, tokenizer, init_model, options.labels,
+                      options.train, options.dev, options.test,
+                      options.do_predict);
+}
+
+// Rank 0 after training: the dev and test scores and predictions of the
+// model `unit` holds (the best one, when training kept one), and
+// RUN/eval_results.json.
+absl::Status WriteFinalScores(Task task, finetune::FinetuneUnit* unit,
+                              const Data& data, const std::string& out_dir,
+                              const std::string& best_dir) {
+  XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
+  nlohmann::json results = nlohmann::json::object();
+  for (const std::optional<EvalSet>* set : {&data.dev, &data.test}) {
+    if (!set->has_value()) continue;
+    Predictions predictions;
+    XLNET_ASSIGN_OR_RETURN(auto metrics, unit->Score(**set, &predictions));
+    XLNET_RETURN_IF_ERROR(WritePredictions(task, out_dir, **set, predictions));
+    if (!metrics.empty()) {
+      std::string line;
+      for (const auto& [k, v] : metrics) {
+        results[(*set)->name][k] = v;
+        absl::StrAppend(&line, " ", k, " ", v);
+      }
+      XLOG(INFO) << (*set)->name << ":" << line;
+    }
+  }
+  if (!best_dir.empty()) results["best_dir"] = best_dir;
+  const std::string results_path = RunPath(out_dir, kEvalResultsFile);
+  XLNET_RETURN_IF_ERROR(WriteFileAtomic(results_path, results.dump(2) + "\n"));
+  XLOG(INFO) << "wrote " << results_path;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ConfigScope FinetuneConfigScope() {
@@ -414,25 +470,8 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
       std::unique_ptr<data::Tokenizer> tokenizer,
       LoadFinetuneTokenizer(config, options.tokenizer, init_dir));
 
-  Data data;
-  if (task == Task::kMultipleChoice) {
-    XLNET_ASSIGN_OR_RETURN(
-        finetune::MultipleChoiceData choice,
-        finetune::ReadMultipleChoiceTask(ft, *tokenizer, train_path, dev_path,
-                                         test_path, options.do_predict));
-    data.train = std::move(choice.train);
-    data.dev = std::move(choice.dev);
-    data.test = std::move(choice.test);
-  } else if (task == Task::kSquad) {
-    XLNET_ASSIGN_OR_RETURN(
-        data, ReadSquadTask(config, *tokenizer, train_path, dev_path, test_path,
-                            options.do_predict));
-  } else {
-    XLNET_ASSIGN_OR_RETURN(
-        data,
-        ReadTextTask(task, config, *tokenizer, init_model, options.labels,
-                     train_path, dev_path, test_path, options.do_predict));
-  }
+  XLNET_ASSIGN_OR_RETURN(
+      Data data, ReadTaskData(task, config, *tokenizer, init_model, options));
   if (task != Task::kSquad && task != Task::kMultipleChoice) {
     config.model.id2label = data.labels;
   }
@@ -485,28 +524,7 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
   }
   if (rank != 0) return absl::OkStatus();
 
-  // Final scores and predictions of the best (or given) model.
-  XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
-  nlohmann::json results = nlohmann::json::object();
-  for (const std::optional<EvalSet>* set : {&data.dev, &data.test}) {
-    if (!set->has_value()) continue;
-    Predictions predictions;
-    XLNET_ASSIGN_OR_RETURN(auto metrics, unit->Score(**set, &predictions));
-    XLNET_RETURN_IF_ERROR(WritePredictions(task, out_dir, **set, predictions));
-    if (!metrics.empty()) {
-      std::string line;
-      for (const auto& [k, v] : metrics) {
-        results[(*set)->name][k] = v;
-        absl::StrAppend(&line, " ", k, " ", v);
-      }
-      XLOG(INFO) << (*set)->name << ":" << line;
-    }
-  }
-  if (!best_dir.empty()) results["best_dir"] = best_dir;
-  const std::string results_path = RunPath(out_dir, kEvalResultsFile);
-  XLNET_RETURN_IF_ERROR(WriteFileAtomic(results_path, results.dump(2) + "\n"));
-  XLOG(INFO) << "wrote " << results_path;
-  return absl::OkStatus();
+  return WriteFinalScores(task, unit.get(), data, out_dir, best_dir);
 }
 
 }  // namespace xlnet
