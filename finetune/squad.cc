@@ -275,6 +275,67 @@ absl::StatusOr<SquadDataset> ReadSquad(const std::string& path,
   return ParseSquad(contents, path, options);
 }
 
+namespace {
+
+// The official window loop over a paragraph of `n_doc` tokens: (start,
+// length) pairs of at most `max_doc` tokens, each starting at most `stride`
+// after the previous one, the last ending at the paragraph's end.
+std::vector<std::pair<int64_t, int64_t>> DocSpans(int64_t n_doc,
+                                                  int64_t max_doc,
+                                                  int64_t stride) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (int64_t start = 0; start < n_doc;) {
+    const int64_t length = std::min(n_doc - start, max_doc);
+    spans.emplace_back(start, length);
+    if (start + length == n_doc) break;
+    start += std::min(length, stride);
+  }
+  return spans;
+}
+
+// The rows of the windows' model inputs, [n, len] each when flattened.
+struct WindowRows {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> segs;
+  std::vector<float> mask;
+  std::vector<float> p_mask;
+
+  // Appends window `s` of `spans` as one row of `len`: paragraph <sep>
+  // question <sep> <cls>, then padding (the official layout); fills `w`'s
+  // character offsets, max-context flags and cls_index.
+  void Append(const data::Encoding& context, const std::vector<int32_t>& query,
+              const std::vector<std::pair<int64_t, int64_t>>& spans, size_t s,
+              int64_t len, SquadWindow* w) {
+    const auto [doc_start, doc_len] = spans[s];
+    const size_t row = ids.size();
+    auto push = [&](int64_t id, int64_t seg, float p) {
+      ids.push_back(id);
+      segs.push_back(seg);
+      p_mask.push_back(p);
+    };
+    for (int64_t k = 0; k < doc_len; ++k) {
+      const int64_t t = doc_start + k;
+      w->char_begin.push_back(context.char_begin[t]);
+      w->char_end.push_back(context.char_end[t]);
+      w->is_max_context.push_back(MaxContextWindow(spans, t) ==
+                                  static_cast<int64_t>(s));
+      push(context.ids[t], kSquadSegP, 0.0f);
+    }
+    push(data::kSepId, kSquadSegP, 1.0f);
+    for (int32_t q : query) push(q, kSquadSegQ, 1.0f);
+    push(data::kSepId, kSquadSegQ, 1.0f);
+    w->cls_index = static_cast<int64_t>(ids.size() - row);
+    push(data::kClsId, kSquadSegCls, 0.0f);
+    mask.insert(mask.end(), ids.size() - row, 1.0f);
+    ids.resize(row + len, data::kPadId);
+    segs.resize(row + len, kSquadSegPad);
+    p_mask.resize(row + len, 1.0f);
+    mask.resize(row + len, 0.0f);
+  }
+};
+
+}  // namespace
+
 absl::StatusOr<SquadFeatures> BuildSquadFeatures(
     const SquadDataset& dataset, const data::Tokenizer& tokenizer,
     const SquadFeatureOptions& options) {
@@ -288,10 +349,7 @@ absl::StatusOr<SquadFeatures> BuildSquadFeatures(
         options.doc_stride));
   }
   SquadFeatures out;
-  std::vector<int64_t> ids;
-  std::vector<int64_t> segs;
-  std::vector<float> mask;
-  std::vector<float> p_mask;
+  WindowRows rows;
   std::vector<int64_t> cls;
   std::vector<int64_t> starts;
   std::vector<int64_t> ends;
@@ -320,14 +378,8 @@ absl::StatusOr<SquadFeatures> BuildSquadFeatures(
     }
     const int64_t n_doc = static_cast<int64_t>(context.ids.size());
     const int64_t max_doc = len - static_cast<int64_t>(query.size()) - 3;
-    // Official window loop: (start, length) pairs.
-    std::vector<std::pair<int64_t, int64_t>> spans;
-    for (int64_t start = 0; start < n_doc;) {
-      const int64_t length = std::min(n_doc - start, max_doc);
-      spans.emplace_back(start, length);
-      if (start + length == n_doc) break;
-      start += std::min(length, options.doc_stride);
-    }
+    const std::vector<std::pair<int64_t, int64_t>> spans =
+        DocSpans(n_doc, max_doc, options.doc_stride);
     // The answer's tokens in the paragraph (training).
     int64_t tok_start = -1;
     int64_t tok_end = -1;
@@ -344,38 +396,7 @@ absl::StatusOr<SquadFeatures> BuildSquadFeatures(
       w.window = static_cast<int64_t>(s);
       w.doc_start = doc_start;
       w.paragraph_len = doc_len;
-      const size_t row = ids.size();
-      for (int64_t k = 0; k < doc_len; ++k) {
-        const int64_t t = doc_start + k;
-        w.char_begin.push_back(context.char_begin[t]);
-        w.char_end.push_back(context.char_end[t]);
-        w.is_max_context.push_back(MaxContextWindow(spans, t) ==
-                                   static_cast<int64_t>(s));
-        ids.push_back(context.ids[t]);
-        segs.push_back(kSquadSegP);
-        p_mask.push_back(0.0f);
-      }
-      ids.push_back(data::kSepId);
-      segs.push_back(kSquadSegP);
-      p_mask.push_back(1.0f);
-      for (int32_t q : query) {
-        ids.push_back(q);
-        segs.push_back(kSquadSegQ);
-        p_mask.push_back(1.0f);
-      }
-      ids.push_back(data::kSepId);
-      segs.push_back(kSquadSegQ);
-      p_mask.push_back(1.0f);
-      w.cls_index = static_cast<int64_t>(ids.size() - row);
-      ids.push_back(data::kClsId);
-      segs.push_back(kSquadSegCls);
-      p_mask.push_back(0.0f);
-      const size_t real = ids.size() - row;
-      mask.insert(mask.end(), real, 1.0f);
-      ids.resize(row + len, data::kPadId);
-      segs.resize(row + len, kSquadSegPad);
-      p_mask.resize(row + len, 1.0f);
-      mask.resize(row + len, 0.0f);
+      rows.Append(context, query, spans, s, len, &w);
       cls.push_back(w.cls_index);
       if (options.is_training) {
         const bool inside = tok_start >= doc_start && tok_end >= 0 &&
@@ -395,10 +416,10 @@ absl::StatusOr<SquadFeatures> BuildSquadFeatures(
     }
   }
   const int64_t n = static_cast<int64_t>(out.windows.size());
-  out.input_ids = ToTensor(ids, {n, len});
-  out.token_type_ids = ToTensor(segs, {n, len});
-  out.attention_mask = ToTensor(mask, {n, len});
-  out.p_mask = ToTensor(p_mask, {n, len});
+  out.input_ids = ToTensor(rows.ids, {n, len});
+  out.token_type_ids = ToTensor(rows.segs, {n, len});
+  out.attention_mask = ToTensor(rows.mask, {n, len});
+  out.p_mask = ToTensor(rows.p_mask, {n, len});
   out.cls_index = ToTensor(cls, {n});
   if (options.is_training) {
     out.start_positions = ToTensor(starts, {n});
