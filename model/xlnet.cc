@@ -225,6 +225,54 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
   return {new_h, new_g};
 }
 
+// What new_mems keep: the config's mem_len/reuse_len, or the whole input
+// and the last cache_mem_len rows.
+XLNetConfig MemCacheConfig(const XLNetConfig& config,
+                           const XLNetForwardOptions& options) {
+  XLNetConfig cache_config;
+  cache_config.mem_len = config.mem_len;
+  cache_config.reuse_len = config.reuse_len;
+  if (options.cache_mem_len) {
+    cache_config.mem_len = *options.cache_mem_len;
+    cache_config.reuse_len.reset();
+  }
+  return cache_config;
+}
+
+// The query stream's mask and segment relations. With
+// `query_all_positions` every position is a query row (L x K, the content
+// stream's relations); otherwise the P target rows of `tm` [B, P, L] are
+// gathered (P x K) and `target_valid` [B, 1, P, 1] marks the rows that
+// map a target (padding rows of target_mapping are all zero).
+AttentionBias QueryStreamBias(const torch::Tensor& tm,
+                              const StreamMasks& masks,
+                              const AttentionBias& content_bias,
+                              const torch::Tensor& seg_diff, int64_t klen,
+                              bool query_all_positions,
+                              torch::Tensor* target_valid) {
+  AttentionBias query_bias;
+  if (query_all_positions) {
+    if (masks.query.defined())
+      query_bias.mask = masks.query.unsqueeze(1);  // [B|1, 1, L, K]
+    query_bias.seg_diff = content_bias.seg_diff;
+    return query_bias;
+  }
+  const int64_t b = tm.size(0), p = tm.size(1), l = tm.size(2);
+  auto pos = tm.argmax(2);                             // [B, P]
+  *target_valid = (tm.sum(2) > 0).view({b, 1, p, 1});  // [B, 1, P, 1]
+  auto rows = pos.unsqueeze(2).expand({b, p, klen});   // [B, P, K]
+  if (masks.query.defined()) {
+    query_bias.mask = masks.query.expand({b, l, klen})
+                          .gather(1, rows)
+                          .unsqueeze(1);  // [B, 1, P, K]
+  }
+  if (seg_diff.defined()) {
+    query_bias.seg_diff = seg_diff.gather(1, rows).unsqueeze(1);  // [B, 1, P, K]
+  }
+  query_bias.query_pos = pos;
+  return query_bias;
+}
+
 }  // namespace
 
 XLNetModelImpl::XLNetModelImpl(const XLNetConfig& config) : config_(config) {
@@ -316,25 +364,8 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
                 "target_mapping must be [", b, ", P, ", l, "], got ",
                 tm.sizes());
     p = tm.size(1);
-    if (options.query_all_positions) {
-      if (masks.query.defined())
-        query_bias.mask = masks.query.unsqueeze(1);  // [B|1, 1, L, K]
-      query_bias.seg_diff = content_bias.seg_diff;
-    } else {
-      auto pos = tm.argmax(2);                            // [B, P]
-      target_valid = (tm.sum(2) > 0).view({b, 1, p, 1});  // [B, 1, P, 1]
-      auto rows = pos.unsqueeze(2).expand({b, p, klen});  // [B, P, K]
-      if (masks.query.defined()) {
-        query_bias.mask = masks.query.expand({b, l, klen})
-                              .gather(1, rows)
-                              .unsqueeze(1);  // [B, 1, P, K]
-      }
-      if (seg_diff.defined()) {
-        query_bias.seg_diff =
-            seg_diff.gather(1, rows).unsqueeze(1);  // [B, 1, P, K]
-      }
-      query_bias.query_pos = pos;
-    }
+    query_bias = QueryStreamBias(tm, masks, content_bias, seg_diff, klen,
+                                 options.query_all_positions, &target_valid);
   }
 
   const bool counter = attention_.impl == AttentionImpl::kTiled;
@@ -371,15 +402,7 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   context->query_all_positions = options.query_all_positions;
   context->attention = attention_;
 
-  // What new_mems keep: the config's mem_len/reuse_len, or the whole input
-  // and the last cache_mem_len rows.
-  XLNetConfig cache_config;
-  cache_config.mem_len = config_.mem_len;
-  cache_config.reuse_len = config_.reuse_len;
-  if (options.cache_mem_len) {
-    cache_config.mem_len = *options.cache_mem_len;
-    cache_config.reuse_len.reset();
-  }
+  const XLNetConfig cache_config = MemCacheConfig(config_, options);
   const bool checkpoint =
       activation_checkpointing_ && torch::GradMode::is_enabled();
   XLNetOutputs out;
