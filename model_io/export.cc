@@ -1,10 +1,10 @@
 #include "model_io/export.h"
 
-#include <dirent.h>
-
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "common/version.h"
 #include "model/precision.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
@@ -32,6 +33,21 @@ constexpr uint64_t kMetricsTailBytes = uint64_t{1} << 20;
 constexpr char kTokenizerConfigFile[] = "tokenizer_config.json";
 constexpr char kSpecialTokensFile[] = "special_tokens_map.json";
 constexpr char kModelCardFile[] = "README.md";
+
+// The marker's "format" (a state file, StateJsonText) and its version.
+constexpr char kExportMarkerFormat[] = "xlnet_export";
+constexpr int kExportMarkerVersion = 1;
+
+// Every entry ExportModel writes into --out, all regular files: a directory
+// holding these and kExportMarkerFile, and nothing else, is an earlier
+// export that --overwrite may replace.
+const std::set<std::string>& ExportEntries() {
+  static const auto* entries = new std::set<std::string>{
+      kConfigFile,          kWeightsFile,       kTokenizerFile,
+      kTokenizerConfigFile, kSpecialTokensFile, kModelCardFile,
+      kExportMarkerFile};
+  return *entries;
+}
 
 // `name` in DIR, else in the run directories above a checkpoint (DIR/..,
 // DIR/../..). Sets `looked` to every place looked at when not found.
@@ -52,19 +68,78 @@ std::optional<std::string> FindUp(const std::string& dir,
   return std::nullopt;
 }
 
-bool IsEmptyDirectory(const std::string& path) {
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return false;
-  bool empty = true;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      empty = false;
-      break;
+// The entries of directory `path`, sorted (so that an error names the same
+// one every time).
+absl::StatusOr<std::vector<std::string>> ListEntries(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat(path, ": listing failed: ", ec.message()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Whether --out may be written: a missing or empty directory always, one
+// that holds an earlier export (only ExportEntries(), the marker among
+// them) with `overwrite`, nothing else. A run directory (run.lock, run.json,
+// metrics.jsonl, checkpoints/, ...) or anyone's other files are never
+// replaced, whatever the flags say: --overwrite means "replace my last
+// export", not "delete this directory".
+absl::Status CheckOut(const std::string& out, bool overwrite) {
+  if (!PathExists(out)) return absl::OkStatus();
+  if (!IsDirectory(out)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(out, ": exists and is not a directory"));
+  }
+  XLNET_ASSIGN_OR_RETURN(const std::vector<std::string> entries,
+                         ListEntries(out));
+  if (entries.empty()) return absl::OkStatus();
+  const std::string refuse = absl::StrCat(
+      "; xlnet-export writes only into a new or empty directory or, with "
+      "--overwrite, over an earlier export of its own and nothing else "
+      "(never a run directory or other files): choose another --out, or "
+      "remove ",
+      out, " yourself");
+  namespace fs = std::filesystem;
+  for (const std::string& name : entries) {
+    std::error_code ec;
+    const bool regular =
+        fs::is_regular_file(fs::symlink_status(fs::path(out) / name, ec));
+    const bool known = ExportEntries().count(name) > 0;
+    if (!known || !regular) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          out, ": ", name,
+          known ? " is not a regular file, as xlnet-export writes it"
+                : " is not one of the files that xlnet-export writes",
+          refuse));
     }
   }
-  ::closedir(d);
-  return empty;
+  const std::string marker = absl::StrCat(out, "/", kExportMarkerFile);
+  if (!PathExists(marker)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        out, ": no ", kExportMarkerFile,
+        ", so xlnet-export did not write it (e.g. an HF download or a "
+        "run's model directory)",
+        refuse));
+  }
+  const absl::StatusOr<nlohmann::json> read =
+      ReadStateJson(marker, kExportMarkerFormat, kExportMarkerVersion);
+  if (!read.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(read.status().message(), refuse));
+  }
+  if (!overwrite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        out, ": holds an earlier export; pass --overwrite to replace it"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<torch::ScalarType> ExportScalarType(Dtype dtype) {
@@ -109,17 +184,7 @@ absl::Status CheckPaths(const ExportOptions& options) {
                      "directory ",
                      dir, " (it is replaced as a whole)"));
   }
-  if (PathExists(out)) {
-    if (!IsDirectory(out)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(out, ": exists and is not a directory"));
-    }
-    if (!IsEmptyDirectory(out) && !options.overwrite) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          out, ": exists and is not empty; pass --overwrite to replace it"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckOut(out, options.overwrite);
 }
 
 // The model the checkpoint holds, loaded (and so validated) into ours.
@@ -482,6 +547,14 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
       TokenizerConfig(casing, run, model.fine_tuned);
   const std::string card =
       ModelCard(options, summary, model.config, casing, run, tokenizer_config);
+  std::error_code ec;
+  const std::filesystem::path source =
+      std::filesystem::absolute(options.checkpoint, ec).lexically_normal();
+  const nlohmann::json marker = {
+      {"tool", "xlnet-export"},
+      {"version", ProjectVersion()},
+      {"commit", GitCommit()},
+      {"source", ec ? options.checkpoint : source.string()}};
   XLNET_RETURN_IF_ERROR(WriteModelDir(
       options.out, config_json, tensors,
       [&](const AtomicDirWriter& writer) -> absl::Status {
@@ -492,7 +565,14 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
         XLNET_RETURN_IF_ERROR(
             WriteFileAtomic(writer.Path(kSpecialTokensFile),
                             SpecialTokensMap().dump(2) + "\n"));
-        return WriteFileAtomic(writer.Path(kModelCardFile), card);
+        XLNET_RETURN_IF_ERROR(
+            WriteFileAtomic(writer.Path(kModelCardFile), card));
+        XLNET_RETURN_IF_ERROR(WriteStateJson(writer.Path(kExportMarkerFile),
+                                             kExportMarkerFormat,
+                                             kExportMarkerVersion, marker));
+        // Loading took a while: check --out again right before it is
+        // replaced (a run may have started there since).
+        return CheckOut(options.out, options.overwrite);
       }));
   return summary;
 }

@@ -33,8 +33,11 @@
 //
 // Every tensor is validated by loading it into our model first (shapes,
 // names, config), and spiece.model by `tokenizer_pieces` (special ids, no
-// more pieces than vocab_size). The directory appears atomically and never
-// replaces a non-empty directory unless `overwrite`, nor the source.
+// more pieces than vocab_size). The directory appears atomically, with
+// kExportMarkerFile in it. It is written only into a new or empty directory,
+// or, with `overwrite`, over a directory that holds an earlier export and
+// nothing else (the marker and only the files an export writes); never over
+// a run directory, a directory with other content, or the source.
 #pragma once
 
 #include <functional>
@@ -48,6 +51,12 @@
 
 namespace xlnet {
 
+// OUT/xlnet_export.json: says that xlnet-export wrote OUT, so that
+// `--overwrite` may replace it (and nothing else). A state file
+// {"format": "xlnet_export", "format_version": 1, "tool": "xlnet-export",
+// "version", "commit", "source"}; transformers' from_pretrained ignores it.
+inline constexpr char kExportMarkerFile[] = "xlnet_export.json";
+
 struct ExportOptions {
   // Source model directory.
   std::string checkpoint;
@@ -58,8 +67,10 @@ struct ExportOptions {
   // fp32 or bf16 (float tensors cast to bfloat16; config.json
   // torch_dtype/dtype "bfloat16"); fp16 is refused.
   Dtype dtype = Dtype::kFp32;
-  // Replace an existing non-empty `out` (never one that holds `checkpoint`
-  // or lies inside it).
+  // Replace an existing non-empty `out` that holds an earlier export and
+  // nothing else. Any other non-empty `out` (a run directory, a locked one,
+  // one with a file an export does not write) is refused with or without
+  // it, as is one that holds `checkpoint` or lies inside it.
   bool overwrite = false;
   // Checks spiece.model as the other tools do and returns its number of
   // pieces (an error names `path`). Required: xlnet-export passes

@@ -1,7 +1,8 @@
 // xlnet-export: any model directory of ours (pretraining checkpoint,
 // fine-tuned model, HF directory) -> a HuggingFace directory with
 // config.json, model.safetensors, spiece.model, tokenizer_config.json,
-// special_tokens_map.json and README.md (see model_io/export.h).
+// special_tokens_map.json, README.md and the xlnet_export.json marker (see
+// model_io/export.h).
 #include <iostream>
 #include <optional>
 
@@ -39,7 +40,9 @@ absl::Status Run(int argc, char** argv) {
       "  and special_tokens_map.json (casing from the run's config.yaml, "
       "found\n"
       "  as spiece.model is, else DIR/tokenizer_config.json, else --uncased\n"
-      "  and --keep_accents are required) and a README.md model card.");
+      "  and --keep_accents are required) and a README.md model card.\n"
+      "  --out must be new or empty, or an earlier export (marked by its\n"
+      "  xlnet_export.json) to replace with --overwrite.");
   flags.AddString("checkpoint", &options.checkpoint,
                   "model directory to export (e.g. RUN/checkpoints/step_N)");
   flags.Require("checkpoint");
@@ -51,7 +54,9 @@ absl::Status Run(int argc, char** argv) {
   flags.AddString("dtype", &dtype,
                   "fp32, or bf16 (float tensors stored as bfloat16)");
   flags.AddBool("overwrite", &options.overwrite,
-                "replace a non-empty --out directory");
+                "replace an earlier export in --out (a directory holding "
+                "xlnet_export.json and only an export's files); a run "
+                "directory or any other content is never replaced");
   std::string uncased, keep_accents;
   flags.AddString(
       "uncased", &uncased,

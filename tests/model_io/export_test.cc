@@ -1,7 +1,7 @@
 // xlnet-export: export -> load gives the same outputs (fp32 exactly, bf16 as
 // the bf16-rounded weights), encoder-only names are HF XLNetModel's, the
-// tokenizer is found in run directories, and bad inputs leave nothing
-// behind.
+// tokenizer is found in run directories, bad inputs leave nothing behind,
+// and --overwrite replaces only an earlier export.
 #include "model_io/export.h"
 
 #include <dirent.h>
@@ -11,11 +11,14 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "common/file_lock.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/version.h"
 #include "config/config.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
+#include "model_io/run_layout.h"
 #include "model_io/save.h"
 #include "tests/model/test_util.h"
 #include "tests/test_util.h"
@@ -43,6 +46,14 @@ std::vector<std::string> ListDir(const std::string& path) {
   ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// What an export directory holds, sorted.
+std::vector<std::string> ExportFiles() {
+  return {"README.md",         "config.json",
+          "model.safetensors", "special_tokens_map.json",
+          "spiece.model",      "tokenizer_config.json",
+          kExportMarkerFile};
 }
 
 class ExportTest : public ::testing::Test {
@@ -127,10 +138,7 @@ TEST_F(ExportTest, LmCheckpointRoundTripsExactly) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->architecture, "XLNetLMHeadModel");
   EXPECT_EQ(summary->tokenizer, run_ + "/" + kTokenizerFile);
-  EXPECT_EQ(ListDir(o.out), (std::vector<std::string>{
-                                "README.md", "config.json", "model.safetensors",
-                                "special_tokens_map.json", "spiece.model",
-                                "tokenizer_config.json"}));
+  EXPECT_EQ(ListDir(o.out), ExportFiles());
   EXPECT_EQ(*ReadFile(o.out + "/spiece.model"), kTokenizerBytes);
   auto json = *ReadFile(o.out + "/config.json");
   EXPECT_TRUE(absl::StrContains(json, "\"XLNetLMHeadModel\"")) << json;
@@ -345,21 +353,18 @@ TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
   EXPECT_EQ(ListDir(tmp_.path()),
             (std::vector<std::string>{"lone", "noconfig", "run"}));
 
-  // An existing non-empty output is kept unless --overwrite.
+  // An existing non-empty output that is not an export is kept (with
+  // --overwrite too: OverwriteRefusesAForeignDirectory).
   const std::string out = tmp_.Join("existing");
   ASSERT_TRUE(MakeDirs(out).ok());
   ASSERT_TRUE(WriteFileAtomic(out + "/keep.txt", "mine").ok());
   o = Options("existing");
   s = ExportModel(o);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(s.status().message(), "--overwrite"));
+  EXPECT_TRUE(absl::StrContains(s.status().message(), out)) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "keep.txt"))
+      << s.status();
   EXPECT_EQ(ListDir(out), std::vector<std::string>{"keep.txt"});
-  o.overwrite = true;
-  ASSERT_TRUE(ExportModel(o).ok());
-  EXPECT_EQ(ListDir(out), (std::vector<std::string>{
-                              "README.md", "config.json", "model.safetensors",
-                              "special_tokens_map.json", "spiece.model",
-                              "tokenizer_config.json"}));
   // An empty existing directory is fine without --overwrite.
   ASSERT_TRUE(MakeDirs(tmp_.Join("empty")).ok());
   EXPECT_TRUE(ExportModel(Options("empty")).ok());
@@ -407,6 +412,148 @@ TEST_F(ExportTest, OverwriteNeverDeletesTheSource) {
               (std::vector<std::string>{"config.json", "model.safetensors"}));
     EXPECT_TRUE(PathExists(run_ + "/" + kTokenizerFile));
   }
+}
+
+// Exporting twice to one --out: the second export is refused without
+// --overwrite and replaces the first with it. The marker says who wrote
+// the directory and from what.
+TEST_F(ExportTest, OverwriteReplacesAnEarlierExport) {
+  auto o = Options("hf");
+  ASSERT_TRUE(ExportModel(o).ok());
+  EXPECT_EQ(ListDir(o.out), ExportFiles());
+  const nlohmann::json marker = Json(o.out + "/" + kExportMarkerFile);
+  EXPECT_EQ(marker["format"], "xlnet_export") << marker;
+  EXPECT_EQ(marker["format_version"], 1) << marker;
+  EXPECT_EQ(marker["tool"], "xlnet-export") << marker;
+  EXPECT_EQ(marker["version"], ProjectVersion()) << marker;
+  EXPECT_EQ(marker["commit"], GitCommit()) << marker;
+  EXPECT_EQ(marker["source"], step_) << marker;
+
+  // The first export is an LM; the second, encoder only, must replace it.
+  EXPECT_TRUE(absl::StrContains(*ReadFile(o.out + "/config.json"),
+                                "\"XLNetLMHeadModel\""));
+  o.encoder_only = true;
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "--overwrite"))
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(*ReadFile(o.out + "/config.json"),
+                                "\"XLNetLMHeadModel\""));
+  o.overwrite = true;
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->architecture, "XLNetModel");
+  EXPECT_EQ(ListDir(o.out), ExportFiles());
+  const std::string json = *ReadFile(o.out + "/config.json");
+  EXPECT_TRUE(absl::StrContains(json, "\"XLNetModel\"")) << json;
+  EXPECT_FALSE(absl::StrContains(json, "XLNetLMHeadModel")) << json;
+  // No temporaries left beside it.
+  EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"hf", "run"}));
+}
+
+// --overwrite never deletes a directory export did not write: a foreign
+// file makes it refuse, naming the directory and the file, and the file
+// stays.
+TEST_F(ExportTest, OverwriteRefusesAForeignDirectory) {
+  auto o = Options("mine");
+  ASSERT_TRUE(MakeDirs(o.out).ok());
+  ASSERT_TRUE(WriteFileAtomic(o.out + "/notes.txt", "my notes").ok());
+  o.overwrite = true;
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), o.out)) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "notes.txt"))
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "another --out"))
+      << s.status();
+  EXPECT_EQ(ListDir(o.out), std::vector<std::string>{"notes.txt"});
+  EXPECT_EQ(ReadFile(o.out + "/notes.txt").value_or(""), "my notes");
+  // A directory with only an export's file names but no marker (e.g. an HF
+  // download or another run's RUN/best) is not ours either.
+  const std::string hf = tmp_.Join("hf_download");
+  ASSERT_TRUE(MakeDirs(hf).ok());
+  ASSERT_TRUE(WriteFileAtomic(hf + "/config.json", "{}").ok());
+  o.out = hf;
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), kExportMarkerFile))
+      << s.status();
+  EXPECT_EQ(ReadFile(hf + "/config.json").value_or(""), "{}");
+}
+
+// --overwrite into a directory that holds a run (a live one, locked, or
+// another finished one) is refused and leaves every file of it.
+TEST_F(ExportTest, OverwriteRefusesARunDirectory) {
+  const std::string other = tmp_.Join("other_run");
+  ASSERT_TRUE(MakeDirs(other + "/" + kCheckpointsDir + "/step_1").ok());
+  ASSERT_TRUE(WriteFileAtomic(RunPath(other, kRunInfoFile),
+                              "{\"kind\": \"pretraining\"}\n")
+                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(RunPath(other, kMetricsFile), "{\"step\": 1}\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(
+                  other + "/" + kCheckpointsDir + "/step_1/config.json", "{}")
+                  .ok());
+  const std::vector<std::string> before = ListDir(other);
+  auto o = Options("other_run");
+  o.overwrite = true;
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), other)) << s.status();
+  // The first entry in name order that an export does not write.
+  EXPECT_TRUE(absl::StrContains(s.status().message(), kCheckpointsDir))
+      << s.status();
+  EXPECT_EQ(ListDir(other), before);
+  EXPECT_TRUE(
+      PathExists(other + "/" + kCheckpointsDir + "/step_1/config.json"));
+
+  // A live run: its lock is held.
+  auto lock = FileLock::Acquire(RunPath(other, kRunLockFile), other);
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s.status();
+  EXPECT_EQ(ListDir(other),
+            (std::vector<std::string>{kCheckpointsDir, kMetricsFile,
+                                      kRunInfoFile, kRunLockFile}));
+}
+
+// An export directory with anything added to it is no longer only an
+// export: --overwrite refuses it and names what was added.
+TEST_F(ExportTest, OverwriteRefusesAnExportWithMore) {
+  auto o = Options("hf");
+  ASSERT_TRUE(ExportModel(o).ok());
+  o.overwrite = true;
+  // A file, or a file in a new subdirectory (named by the subdirectory).
+  for (const auto& [dir, file] :
+       std::vector<std::pair<std::string, std::string>>{{"", "eval.txt"},
+                                                        {"sub", "file.txt"}}) {
+    const std::string entry = dir.empty() ? file : dir;
+    if (!dir.empty()) ASSERT_TRUE(MakeDirs(o.out + "/" + dir).ok());
+    const std::string path =
+        o.out + "/" + entry + (dir.empty() ? "" : "/" + file);
+    ASSERT_TRUE(WriteFileAtomic(path, "added").ok());
+    auto s = ExportModel(o);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+        << s.status();
+    EXPECT_TRUE(absl::StrContains(s.status().message(), o.out + ": " + entry))
+        << s.status();
+    EXPECT_EQ(ReadFile(path).value_or(""), "added");
+    EXPECT_EQ(ListDir(o.out).size(), ExportFiles().size() + 1);
+    ASSERT_TRUE(RemoveAll(o.out + "/" + entry).ok());
+  }
+  // A subdirectory named like an export's file is not one either.
+  ASSERT_TRUE(RemoveAll(o.out + "/README.md").ok());
+  ASSERT_TRUE(MakeDirs(o.out + "/README.md").ok());
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition)
+      << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "README.md"))
+      << s.status();
+  EXPECT_TRUE(IsDirectory(o.out + "/README.md"));
 }
 
 // tokenizer_config.json and special_tokens_map.json carry the run's casing
