@@ -81,18 +81,9 @@ absl::Status LinkOrCopy(const std::string& src, const std::string& dst) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-std::string CombineReport::Summary() const {
-  return absl::StrFormat("%d parts, %d shards, %s tokens, %s documents", parts,
-                         shards, WithCommas(tokens), WithCommas(docs));
-}
-
-absl::StatusOr<CombineReport> CombineParts(const std::string& out_dir) {
-  if (!IsDirectory(out_dir)) {
-    return absl::NotFoundError(absl::StrCat(out_dir, ": no such directory"));
-  }
-  // The split: every part directory must say the same N.
+// The N of the part-TTTTT-of-NNNNN directories in `out_dir`; every part
+// must say the same N.
+absl::StatusOr<int> FindSplit(const std::string& out_dir) {
   int num_tasks = 0;
   std::string first_name;
   std::error_code ec;
@@ -120,6 +111,116 @@ absl::StatusOr<CombineReport> CombineParts(const std::string& out_dir) {
         out_dir, ")"));
   }
 
+  return num_tasks;
+}
+
+// Part `t`'s manifest, checked against part 0's (`parts[0]`, already read
+// for t > 0): the same tokenizer, options and inputs, shards of its own
+// inputs, and every shard as its manifest says with totals that add up.
+absl::StatusOr<ShardManifest> ReadPart(const std::vector<std::string>& dirs,
+                                       int t,
+                                       const std::vector<ShardManifest>& parts) {
+  const int num_tasks = static_cast<int>(dirs.size());
+  auto manifest = ReadManifest(dirs[t]);
+  if (manifest.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(
+        absl::StrCat(dirs[t], ": unfinished: no ", kManifestName, " (task ",
+                     t, " of ", num_tasks, " did not finish; run it again)"));
+  }
+  XLNET_RETURN_IF_ERROR(manifest.status());
+  const ShardManifest m = std::move(manifest).value();
+  if (m.task != t || m.num_tasks != num_tasks) {
+    return absl::DataLossError(absl::StrCat(dirs[t], "/", kManifestName,
+                                            ": says task ", m.task, " of ",
+                                            m.num_tasks));
+  }
+  const ShardManifest& first = t == 0 ? m : parts[0];
+  if (m.tokenizer_hash != first.tokenizer_hash ||
+      m.vocab_size != first.vocab_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dirs[t], ": made with another tokenizer (hash ", m.tokenizer_hash,
+        ", ", m.vocab_size, " pieces) than ", dirs[0], " (hash ",
+        first.tokenizer_hash, ", ", first.vocab_size,
+        " pieces); re-run its task with the same --tokenizer"));
+  }
+  if (Options(m) != Options(first)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dirs[t], ": made with other options (", Options(m),
+                     ") than ", dirs[0], " (", Options(first), ")"));
+  }
+  if (!SameInputs(m, first)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dirs[t], ": lists other input files (or sizes) than ",
+                     dirs[0], "; every task must be given the same --input"));
+  }
+  for (const ManifestShard& s : m.shards) {
+    if (s.input >= m.inputs.size() ||
+        static_cast<int>(s.input % num_tasks) != t) {
+      return absl::DataLossError(
+          absl::StrCat(dirs[t], "/", kManifestName, ": shard ", s.file,
+                       " is from input ", s.input, ", not task ", t, "'s"));
+    }
+  }
+  // Every shard is what the part's manifest says (header, checksum, ids
+  // inside the vocabulary, flags) and the counts add up to its totals.
+  uint64_t tokens = 0, docs = 0;
+  for (const ManifestShard& s : m.shards) {
+    const std::string path = dirs[t] + "/" + s.file;
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
+                           MappedFile::Open(path));
+    XLNET_ASSIGN_OR_RETURN(
+        const ShardHeader h,
+        DecodeShardHeader(file->data(), file->size(), path));
+    XLNET_RETURN_IF_ERROR(CheckShardMatchesManifest(h, s, dirs[t]));
+    XLNET_RETURN_IF_ERROR(
+        VerifyShardBody(file->data(), file->size(), h, m.vocab_size, path));
+    tokens += s.tokens;
+    docs += s.docs;
+  }
+  if (tokens != static_cast<uint64_t>(m.totals.tokens) ||
+      docs != static_cast<uint64_t>(m.totals.docs)) {
+    return absl::DataLossError(
+        absl::StrCat(dirs[t], "/", kManifestName, ": totals say ",
+                     m.totals.tokens, " tokens and ", m.totals.docs,
+                     " documents, its shards hold ", tokens, " and ", docs));
+  }
+  return m;
+}
+
+// The one-task manifest of the combined parts: part 0's settings with the
+// totals of all parts (its shards are added as they are linked).
+ShardManifest CombinedManifest(const std::vector<ShardManifest>& parts) {
+  ShardManifest combined = parts[0];
+  combined.task = 0;
+  combined.num_tasks = 1;
+  combined.shards.clear();
+  combined.totals = ManifestTotals();
+  for (const ShardManifest& m : parts) {
+    combined.totals.files += m.totals.files;
+    combined.totals.empty_files += m.totals.empty_files;
+    combined.totals.lines += m.totals.lines;
+    combined.totals.tokens += m.totals.tokens;
+    combined.totals.docs += m.totals.docs;
+    combined.totals.invalid_utf8_lines += m.totals.invalid_utf8_lines;
+    combined.totals.overlong_lines += m.totals.overlong_lines;
+    combined.totals.skipped_records += m.totals.skipped_records;
+  }
+  return combined;
+}
+
+}  // namespace
+
+std::string CombineReport::Summary() const {
+  return absl::StrFormat("%d parts, %d shards, %s tokens, %s documents", parts,
+                         shards, WithCommas(tokens), WithCommas(docs));
+}
+
+absl::StatusOr<CombineReport> CombineParts(const std::string& out_dir) {
+  if (!IsDirectory(out_dir)) {
+    return absl::NotFoundError(absl::StrCat(out_dir, ": no such directory"));
+  }
+  XLNET_ASSIGN_OR_RETURN(const int num_tasks, FindSplit(out_dir));
+
   // Never replace a finished directory: its manifest is the only sign of it.
   if (PathExists(out_dir + "/" + kManifestName)) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -139,70 +240,7 @@ absl::StatusOr<CombineReport> CombineParts(const std::string& out_dir) {
                        " has not run here (run xlnet-data prepare --task ", t,
                        " --num_tasks ", num_tasks, ", or copy its part)"));
     }
-    auto manifest = ReadManifest(dirs[t]);
-    if (manifest.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(
-          absl::StrCat(dirs[t], ": unfinished: no ", kManifestName, " (task ",
-                       t, " of ", num_tasks, " did not finish; run it again)"));
-    }
-    XLNET_RETURN_IF_ERROR(manifest.status());
-    parts[t] = std::move(manifest).value();
-    const ShardManifest& m = parts[t];
-    if (m.task != t || m.num_tasks != num_tasks) {
-      return absl::DataLossError(absl::StrCat(dirs[t], "/", kManifestName,
-                                              ": says task ", m.task, " of ",
-                                              m.num_tasks));
-    }
-    const ShardManifest& first = parts[0];
-    if (m.tokenizer_hash != first.tokenizer_hash ||
-        m.vocab_size != first.vocab_size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dirs[t], ": made with another tokenizer (hash ", m.tokenizer_hash,
-          ", ", m.vocab_size, " pieces) than ", dirs[0], " (hash ",
-          first.tokenizer_hash, ", ", first.vocab_size,
-          " pieces); re-run its task with the same --tokenizer"));
-    }
-    if (Options(m) != Options(first)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(dirs[t], ": made with other options (", Options(m),
-                       ") than ", dirs[0], " (", Options(first), ")"));
-    }
-    if (!SameInputs(m, first)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(dirs[t], ": lists other input files (or sizes) than ",
-                       dirs[0], "; every task must be given the same --input"));
-    }
-    for (const ManifestShard& s : m.shards) {
-      if (s.input >= m.inputs.size() ||
-          static_cast<int>(s.input % num_tasks) != t) {
-        return absl::DataLossError(
-            absl::StrCat(dirs[t], "/", kManifestName, ": shard ", s.file,
-                         " is from input ", s.input, ", not task ", t, "'s"));
-      }
-    }
-    // Every shard is what the part's manifest says (header, checksum, ids
-    // inside the vocabulary, flags) and the counts add up to its totals.
-    uint64_t tokens = 0, docs = 0;
-    for (const ManifestShard& s : m.shards) {
-      const std::string path = dirs[t] + "/" + s.file;
-      XLNET_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
-                             MappedFile::Open(path));
-      XLNET_ASSIGN_OR_RETURN(
-          const ShardHeader h,
-          DecodeShardHeader(file->data(), file->size(), path));
-      XLNET_RETURN_IF_ERROR(CheckShardMatchesManifest(h, s, dirs[t]));
-      XLNET_RETURN_IF_ERROR(
-          VerifyShardBody(file->data(), file->size(), h, m.vocab_size, path));
-      tokens += s.tokens;
-      docs += s.docs;
-    }
-    if (tokens != static_cast<uint64_t>(m.totals.tokens) ||
-        docs != static_cast<uint64_t>(m.totals.docs)) {
-      return absl::DataLossError(
-          absl::StrCat(dirs[t], "/", kManifestName, ": totals say ",
-                       m.totals.tokens, " tokens and ", m.totals.docs,
-                       " documents, its shards hold ", tokens, " and ", docs));
-    }
+    XLNET_ASSIGN_OR_RETURN(parts[t], ReadPart(dirs, t, parts));
   }
   // The tokenizer beside the shards must be the one the manifests name.
   const std::string tokenizer_src = dirs[0] + "/" + kShardTokenizerName;
@@ -230,21 +268,7 @@ absl::StatusOr<CombineReport> CombineParts(const std::string& out_dir) {
                : a.shard.byte_begin < b.shard.byte_begin;
   });
 
-  ShardManifest combined = parts[0];
-  combined.task = 0;
-  combined.num_tasks = 1;
-  combined.shards.clear();
-  combined.totals = ManifestTotals();
-  for (const ShardManifest& m : parts) {
-    combined.totals.files += m.totals.files;
-    combined.totals.empty_files += m.totals.empty_files;
-    combined.totals.lines += m.totals.lines;
-    combined.totals.tokens += m.totals.tokens;
-    combined.totals.docs += m.totals.docs;
-    combined.totals.invalid_utf8_lines += m.totals.invalid_utf8_lines;
-    combined.totals.overlong_lines += m.totals.overlong_lines;
-    combined.totals.skipped_records += m.totals.skipped_records;
-  }
+  ShardManifest combined = CombinedManifest(parts);
 
   // Write: no manifest until every shard is in place.
   XLNET_RETURN_IF_ERROR(CleanStaleTemps(out_dir).status());
