@@ -345,6 +345,251 @@ std::string FormatWarning(const std::string& path, const FileStats& s) {
   return "";
 }
 
+// The flags' ranges and the required ones.
+absl::Status CheckPrepareOptions(const PrepareOptions& options) {
+  if (options.workers < 1 || options.workers > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--workers must be in [1, 1024] (got ", options.workers, ")"));
+  }
+  if (options.shard_bytes < 1 || options.shard_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard_bytes must be in [1, 2^30] (got ", options.shard_bytes, ")"));
+  }
+  if (options.num_tasks < 1 || options.task < 0 ||
+      options.task >= options.num_tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task ", options.task,
+                     " is not in [0, --num_tasks=", options.num_tasks, ")"));
+  }
+  if (options.out_dir.empty()) {
+    return absl::InvalidArgumentError("no output directory (--out)");
+  }
+  if (options.json_key.empty()) {
+    return absl::InvalidArgumentError("--json_key must not be empty");
+  }
+  return absl::OkStatus();
+}
+
+// The key every shard's key derives from: the tokenizer and every option
+// that changes a shard's content, so a finished shard is reused only when
+// it would be written the same.
+uint64_t BaseKey(const Tokenizer& tok, const PrepareOptions& options) {
+  uint64_t base_key = 0x5851A2D5C0FFEEULL;
+  base_key = MixKey(base_key, tok.hash());
+  return MixKey(
+      base_key,
+      absl::StrCat("v", kShardFormatVersion, " uncased=", options.rules.uncased,
+                   " keep_accents=", options.rules.keep_accents, " use_eod=",
+                   options.use_eod, " max_line=", options.max_line_bytes,
+                   " json_key=", options.json_key));
+}
+
+// What became of one chunk, by shard index.
+struct ShardResult {
+  size_t file = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  int64_t first_line = 1;
+  ShardHeader header;
+  bool skipped = false;
+  absl::Status error;
+
+  // The shard `chunk` is planned as, before a worker writes it.
+  static ShardResult Of(const Chunk& chunk) {
+    ShardResult r;
+    r.file = chunk.file;
+    r.begin = chunk.begin;
+    r.end = chunk.end;
+    r.first_line = chunk.first_line;
+    return r;
+  }
+};
+
+// Writes the shard of `chunk` (of input `path`) to `out_path`, or keeps a
+// finished one with the same key (`skipped`); `header` is the shard's.
+absl::Status WriteShard(const Chunk& chunk, const std::string& path,
+                        const std::string& out_path, const Tokenizer& tok,
+                        const PrepareOptions& options, ShardHeader* header,
+                        bool* skipped) {
+  auto done = FinishedShard(out_path, chunk.key);
+  // In strict mode a shard that skipped bad input is redone (and fails).
+  if (done && options.strict &&
+      (done->invalid_utf8_lines > 0 || done->overlong_lines > 0 ||
+       done->skipped_records > 0)) {
+    done.reset();
+  }
+  if (done) {
+    *header = *done;
+    *skipped = true;
+    return absl::OkStatus();
+  }
+  ShardContent content;
+  content.header.key = chunk.key;
+  content.header.id_bytes = IdBytesForVocab(tok.vocab_size());
+  XLNET_RETURN_IF_ERROR(TokenizeChunk(chunk, path, KindOfInput(path).format,
+                                      tok, options, &content));
+  XLNET_RETURN_IF_ERROR(WriteFileAtomic(out_path, SerializeShard(&content)));
+  *header = content.header;
+  return absl::OkStatus();
+}
+
+// The first problem in input order: a failed shard, an unreadable file,
+// or (strict) an empty file. Counts the empty files into `report`.
+absl::Status FirstProblem(const std::vector<size_t>& mine,
+                          const std::vector<std::string>& paths,
+                          const std::vector<FileStats>& stats,
+                          const std::vector<ShardResult>& results,
+                          const absl::Status& reader_error, bool strict,
+                          PrepareReport* report) {
+  std::optional<size_t> first_empty_file;
+  for (size_t f : mine) {
+    if (!stats[f].any_text) {
+      ++report->empty_files;
+      if (!first_empty_file) first_empty_file = f;
+    }
+  }
+  for (const ShardResult& r : results) {
+    if (strict && first_empty_file && *first_empty_file < r.file) {
+      break;
+    }
+    if (!r.error.ok()) return r.error;
+  }
+  if (!reader_error.ok()) return reader_error;
+  if (strict && first_empty_file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(paths[*first_empty_file], ": empty file (no text)"));
+  }
+  return absl::OkStatus();
+}
+
+// The shards into the manifest, in shard order (independent of the worker
+// count), and their counts into the report.
+void AddShards(const std::vector<ShardResult>& results,
+               ShardManifest* manifest, PrepareReport* report) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ShardResult& r = results[i];
+    const ShardHeader& h = r.header;
+    report->shards_skipped += r.skipped;
+    report->lines += static_cast<int64_t>(h.lines);
+    report->invalid_utf8_lines += static_cast<int64_t>(h.invalid_utf8_lines);
+    report->overlong_lines += static_cast<int64_t>(h.overlong_lines);
+    report->skipped_records += static_cast<int64_t>(h.skipped_records);
+    report->tokens += static_cast<int64_t>(h.num_tokens);
+    report->docs += static_cast<int64_t>(h.num_docs);
+    manifest->shards.push_back(ManifestShard{
+        ShardFileName(i), r.file, r.begin, r.end, r.first_line, h.num_tokens,
+        h.num_docs, h.key, h.checksum});
+  }
+}
+
+// The manifest's settings (what a reader checks against its config).
+ShardManifest ManifestOfOptions(const PrepareOptions& options) {
+  ShardManifest manifest;
+  manifest.tokenizer_file = kShardTokenizerName;
+  manifest.rules = options.rules;
+  manifest.use_eod = options.use_eod;
+  manifest.max_line_bytes = options.max_line_bytes;
+  manifest.json_key = options.json_key;
+  manifest.shard_bytes = options.shard_bytes;
+  manifest.task = options.task;
+  manifest.num_tasks = options.num_tasks;
+  return manifest;
+}
+
+// Lists every input in the manifest (size on disk), so all parts list the
+// same ones; `mine` gets the indices of this task's slice.
+absl::Status ListInputs(const std::vector<std::string>& paths,
+                        const PrepareOptions& options, ShardManifest* manifest,
+                        std::vector<size_t>* mine) {
+  for (size_t f = 0; f < paths.size(); ++f) {
+    struct stat st;
+    if (::stat(paths[f].c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat(paths[f], ": cannot stat"));
+    }
+    manifest->inputs.push_back(
+        ManifestInput{paths[f], static_cast<uint64_t>(st.st_size)});
+    if (static_cast<int>(f % options.num_tasks) == options.task) {
+      mine->push_back(f);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Starts clean: no manifest until every shard is finished, no stale
+// temporaries, and the tokenizer beside the shards.
+absl::Status StartOutput(const std::string& out_dir, const Tokenizer& tok) {
+  XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
+  XLNET_RETURN_IF_ERROR(CleanStaleTemps(out_dir).status());
+  XLNET_RETURN_IF_ERROR(RemoveAll(out_dir + "/" + kManifestName));
+  const std::string tokenizer_out = out_dir + "/" + kShardTokenizerName;
+  auto existing = ReadFile(tokenizer_out, kMaxTokenizerBytes);
+  if (!existing.ok() || *existing != tok.model_bytes()) {
+    XLNET_RETURN_IF_ERROR(WriteFileAtomic(tokenizer_out, tok.model_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+// After every shard is written: removes the shards of an earlier, longer
+// plan, writes the manifest (totals from `report`, which must hold every
+// shard already), and logs each input's warnings into `report`.
+absl::Status FinishOutput(const std::string& out_dir, const Tokenizer& tok,
+                          const std::vector<size_t>& mine,
+                          const std::vector<std::string>& paths,
+                          const std::vector<FileStats>& stats,
+                          ShardManifest* manifest, PrepareReport* report) {
+  for (size_t i = manifest->shards.size();; ++i) {
+    const std::string stale = out_dir + "/" + ShardFileName(i);
+    if (!PathExists(stale)) break;
+    XLNET_RETURN_IF_ERROR(RemoveAll(stale));
+  }
+  manifest->tokenizer_hash = tok.hash();
+  manifest->vocab_size = tok.vocab_size();
+  manifest->totals = ManifestTotals{
+      report->files,          report->empty_files,
+      report->lines,          report->tokens,
+      report->docs,           report->invalid_utf8_lines,
+      report->overlong_lines, report->skipped_records};
+  XLNET_RETURN_IF_ERROR(WriteManifest(out_dir, *manifest));
+  for (size_t f : mine) {
+    const std::string warning = FormatWarning(paths[f], stats[f]);
+    if (warning.empty()) continue;
+    XLOG(WARNING) << warning;
+    report->warnings.push_back(warning);
+  }
+  return absl::OkStatus();
+}
+
+// Logs prepare's progress about once a second (when `show`) until
+// `all_done`; `cv` wakes it for the end.
+void LogProgress(std::mutex* mu, std::condition_variable* cv,
+                 const std::atomic<bool>& all_done, bool show,
+                 std::chrono::steady_clock::time_point start,
+                 const std::atomic<int64_t>& shards_done,
+                 const std::atomic<int64_t>& bytes_read,
+                 const std::atomic<int64_t>& tokens_done) {
+  std::unique_lock<std::mutex> lock(*mu);
+  while (!all_done) {
+    cv->wait_for(lock, std::chrono::seconds(1));
+    if (all_done || !show) continue;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    XLOG(INFO) << "prepare: " << shards_done << " shards, "
+               << WithCommas(bytes_read / (1 << 20)) << " MiB read, "
+               << WithCommas(tokens_done) << " tokens, "
+               << static_cast<int64_t>(tokens_done / std::max(secs, 1e-9))
+               << " tokens/s";
+  }
+}
+
+// Where this task writes: --out, or its part directory of a split.
+std::string OutputDir(const PrepareOptions& options) {
+  return options.num_tasks > 1
+             ? absl::StrCat(options.out_dir, "/",
+                            PartDirName(options.task, options.num_tasks))
+             : options.out_dir;
+}
+
 }  // namespace
 
 std::string PartDirName(int task, int num_tasks) {
@@ -419,95 +664,25 @@ absl::StatusOr<std::vector<std::string>> ExpandInputs(
 
 absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (options.workers < 1 || options.workers > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--workers must be in [1, 1024] (got ", options.workers, ")"));
-  }
-  if (options.shard_bytes < 1 || options.shard_bytes > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shard_bytes must be in [1, 2^30] (got ", options.shard_bytes, ")"));
-  }
-  if (options.num_tasks < 1 || options.task < 0 ||
-      options.task >= options.num_tasks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--task ", options.task,
-                     " is not in [0, --num_tasks=", options.num_tasks, ")"));
-  }
-  if (options.out_dir.empty()) {
-    return absl::InvalidArgumentError("no output directory (--out)");
-  }
-  if (options.json_key.empty()) {
-    return absl::InvalidArgumentError("--json_key must not be empty");
-  }
+  XLNET_RETURN_IF_ERROR(CheckPrepareOptions(options));
   XLNET_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                          ExpandInputs(options.inputs));
   XLNET_ASSIGN_OR_RETURN(
       std::unique_ptr<Tokenizer> tok,
       Tokenizer::Load(options.tokenizer_path, options.rules));
-  const std::string out_dir =
-      options.num_tasks > 1
-          ? absl::StrCat(options.out_dir, "/",
-                         PartDirName(options.task, options.num_tasks))
-          : options.out_dir;
+  const std::string out_dir = OutputDir(options);
 
   PrepareReport report;
   report.dir = out_dir;
-  ShardManifest manifest;
-  manifest.tokenizer_file = kShardTokenizerName;
-  manifest.rules = options.rules;
-  manifest.use_eod = options.use_eod;
-  manifest.max_line_bytes = options.max_line_bytes;
-  manifest.json_key = options.json_key;
-  manifest.shard_bytes = options.shard_bytes;
-  manifest.task = options.task;
-  manifest.num_tasks = options.num_tasks;
-  // Every input is listed (size on disk), so all parts list the same ones;
-  // this run reads its slice.
+  ShardManifest manifest = ManifestOfOptions(options);
   std::vector<size_t> mine;
-  for (size_t f = 0; f < paths.size(); ++f) {
-    struct stat st;
-    if (::stat(paths[f].c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat(paths[f], ": cannot stat"));
-    }
-    manifest.inputs.push_back(
-        ManifestInput{paths[f], static_cast<uint64_t>(st.st_size)});
-    if (static_cast<int>(f % options.num_tasks) == options.task) {
-      mine.push_back(f);
-    }
-  }
+  XLNET_RETURN_IF_ERROR(ListInputs(paths, options, &manifest, &mine));
   report.files = static_cast<int64_t>(mine.size());
+  XLNET_RETURN_IF_ERROR(StartOutput(out_dir, *tok));
 
-  // Start clean: no manifest until every shard is finished.
-  XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
-  XLNET_RETURN_IF_ERROR(CleanStaleTemps(out_dir).status());
-  XLNET_RETURN_IF_ERROR(RemoveAll(out_dir + "/" + kManifestName));
-  const std::string tokenizer_out = out_dir + "/" + kShardTokenizerName;
-  {
-    auto existing = ReadFile(tokenizer_out, kMaxTokenizerBytes);
-    if (!existing.ok() || *existing != tok->model_bytes()) {
-      XLNET_RETURN_IF_ERROR(WriteFileAtomic(tokenizer_out, tok->model_bytes()));
-    }
-  }
-
-  uint64_t base_key = 0x5851A2D5C0FFEEULL;
-  base_key = MixKey(base_key, tok->hash());
-  base_key = MixKey(
-      base_key,
-      absl::StrCat("v", kShardFormatVersion, " uncased=", options.rules.uncased,
-                   " keep_accents=", options.rules.keep_accents, " use_eod=",
-                   options.use_eod, " max_line=", options.max_line_bytes,
-                   " json_key=", options.json_key));
+  const uint64_t base_key = BaseKey(*tok, options);
 
   // Results by shard index (the reader numbers chunks in input order).
-  struct ShardResult {
-    size_t file = 0;
-    uint64_t begin = 0;
-    uint64_t end = 0;
-    int64_t first_line = 1;
-    ShardHeader header;
-    bool skipped = false;
-    absl::Status error;
-  };
   std::mutex mu;
   std::condition_variable cv;
   std::vector<ShardResult> results;
@@ -531,11 +706,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
               if (results.size() <= chunk.index) {
                 results.resize(chunk.index + 1);
               }
-              ShardResult& r = results[chunk.index];
-              r.file = chunk.file;
-              r.begin = chunk.begin;
-              r.end = chunk.end;
-              r.first_line = chunk.first_line;
+              results[chunk.index] = ShardResult::Of(chunk);
             }
             bytes_read += static_cast<int64_t>(chunk.end - chunk.begin);
             return queue.Push(std::move(chunk));
@@ -556,30 +727,10 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
     while (!failed && queue.Pop(&chunk)) {
       const std::string& path = paths[chunk.file];
       const std::string out_path = out_dir + "/" + ShardFileName(chunk.index);
-      absl::Status status;
       ShardHeader header;
       bool skipped = false;
-      auto done = FinishedShard(out_path, chunk.key);
-      // In strict mode a shard that skipped bad input is redone (and fails).
-      if (done && options.strict &&
-          (done->invalid_utf8_lines > 0 || done->overlong_lines > 0 ||
-           done->skipped_records > 0)) {
-        done.reset();
-      }
-      if (done) {
-        header = *done;
-        skipped = true;
-      } else {
-        ShardContent content;
-        content.header.key = chunk.key;
-        content.header.id_bytes = IdBytesForVocab(tok->vocab_size());
-        status = TokenizeChunk(chunk, path, KindOfInput(path).format, *tok,
-                               options, &content);
-        if (status.ok()) {
-          status = WriteFileAtomic(out_path, SerializeShard(&content));
-          header = content.header;
-        }
-      }
+      const absl::Status status =
+          WriteShard(chunk, path, out_path, *tok, options, &header, &skipped);
       {
         std::lock_guard<std::mutex> lock(mu);
         ShardResult& r = results[chunk.index];
@@ -601,19 +752,8 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   for (int w = 0; w < options.workers; ++w) threads.emplace_back(worker);
   std::atomic<bool> all_done{false};
   std::thread progress([&]() {
-    std::unique_lock<std::mutex> lock(mu);
-    while (!all_done) {
-      cv.wait_for(lock, std::chrono::seconds(1));
-      if (all_done || !options.progress) continue;
-      const double secs = std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-      XLOG(INFO) << "prepare: " << shards_done << " shards, "
-                 << WithCommas(bytes_read / (1 << 20)) << " MiB read, "
-                 << WithCommas(tokens_done) << " tokens, "
-                 << static_cast<int64_t>(tokens_done / std::max(secs, 1e-9))
-                 << " tokens/s";
-    }
+    LogProgress(&mu, &cv, all_done, options.progress, start, shards_done,
+                bytes_read, tokens_done);
   });
   reader_thread.join();
   for (auto& t : threads) t.join();
@@ -624,64 +764,16 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   }
   progress.join();
 
-  // The first problem in input order: a failed shard, an unreadable file,
-  // or (strict) an empty file.
-  std::optional<size_t> first_empty_file;
-  for (size_t f : mine) {
-    if (!stats[f].any_text) {
-      ++report.empty_files;
-      if (!first_empty_file) first_empty_file = f;
-    }
-  }
-  for (const ShardResult& r : results) {
-    if (options.strict && first_empty_file && *first_empty_file < r.file) {
-      break;
-    }
-    if (!r.error.ok()) return r.error;
-  }
-  if (!reader_error.ok()) return reader_error;
-  if (options.strict && first_empty_file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(paths[*first_empty_file], ": empty file (no text)"));
-  }
+  XLNET_RETURN_IF_ERROR(FirstProblem(mine, paths, stats, results, reader_error,
+                                     options.strict, &report));
 
   // The manifest, in shard order (independent of the worker count).
-  for (size_t i = 0; i < results.size(); ++i) {
-    const ShardResult& r = results[i];
-    const ShardHeader& h = r.header;
-    report.shards_skipped += r.skipped;
-    report.lines += static_cast<int64_t>(h.lines);
-    report.invalid_utf8_lines += static_cast<int64_t>(h.invalid_utf8_lines);
-    report.overlong_lines += static_cast<int64_t>(h.overlong_lines);
-    report.skipped_records += static_cast<int64_t>(h.skipped_records);
-    report.tokens += static_cast<int64_t>(h.num_tokens);
-    report.docs += static_cast<int64_t>(h.num_docs);
-    manifest.shards.push_back(ManifestShard{ShardFileName(i), r.file, r.begin,
-                                            r.end, r.first_line, h.num_tokens,
-                                            h.num_docs, h.key, h.checksum});
-  }
+  AddShards(results, &manifest, &report);
   report.shards = static_cast<int64_t>(results.size());
   report.split_documents = split_documents;
   report.text_bytes = bytes_read;
-  // Remove shards of an earlier, longer plan.
-  for (size_t i = results.size();; ++i) {
-    const std::string stale = out_dir + "/" + ShardFileName(i);
-    if (!PathExists(stale)) break;
-    XLNET_RETURN_IF_ERROR(RemoveAll(stale));
-  }
-  manifest.tokenizer_hash = tok->hash();
-  manifest.vocab_size = tok->vocab_size();
-  manifest.totals = ManifestTotals{
-      report.files,          report.empty_files,    report.lines,
-      report.tokens,         report.docs,           report.invalid_utf8_lines,
-      report.overlong_lines, report.skipped_records};
-  XLNET_RETURN_IF_ERROR(WriteManifest(out_dir, manifest));
-  for (size_t f : mine) {
-    const std::string warning = FormatWarning(paths[f], stats[f]);
-    if (warning.empty()) continue;
-    XLOG(WARNING) << warning;
-    report.warnings.push_back(warning);
-  }
+  XLNET_RETURN_IF_ERROR(FinishOutput(out_dir, *tok, mine, paths, stats,
+                                     &manifest, &report));
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
