@@ -27,6 +27,7 @@
 #include "finetune/chunks.h"
 #include "finetune/examples.h"
 #include "finetune/squad.h"
+#include "finetune/task_data.h"
 #include "model/multiple_choice.h"
 #include "model/question_answering.h"
 #include "model/sequence_classification.h"
@@ -63,25 +64,6 @@ class RowStream {
   std::vector<int64_t> order_;
 };
 
-// Model inputs of a set of rows, on the CPU; rows are selected by index.
-struct TensorRows {
-  // [N, L]; multiple choice [N, C, L] (C options per question).
-  torch::Tensor input_ids;       // int64
-  torch::Tensor token_type_ids;  // int64
-  torch::Tensor attention_mask;  // float
-  // Task targets, [N] each: "labels" (classification int64 / regression
-  // float / multiple choice: the option index); SQuAD: "start_positions", "end_positions", "cls_index",
-  // "is_impossible", and [N, L] "p_mask".
-  std::map<std::string, torch::Tensor> targets;
-  int64_t size() const { return input_ids.defined() ? input_ids.size(0) : 0; }
-  TensorRows Select(const torch::Tensor& index) const;
-  // Inputs with target "labels" when `labels` is defined.
-  static TensorRows Labelled(torch::Tensor input_ids,
-                             torch::Tensor token_type_ids,
-                             torch::Tensor attention_mask,
-                             const torch::Tensor& labels);
-};
-
 struct FinetuneUnitOptions {
   Task task = Task::kClassification;
   // Resolved config: model (from the init directory), train (with the
@@ -96,22 +78,6 @@ struct FinetuneUnitOptions {
   std::vector<std::string> labels;
   int rank = 0;
   int world_size = 1;
-};
-
-// One labelled evaluation set and what is needed to score it.
-struct EvalSet {
-  std::string name;  // "dev", "test"
-  TensorRows rows;
-  // Classification/regression/multiple choice: the examples' ids
-  // (predictions files).
-  std::vector<std::string> example_ids;
-  // Multiple choice: each question's RACE level ("middle", "high", "").
-  std::vector<std::string> levels;
-  // SQuAD: the questions and their windows (post-processing and EM/F1).
-  SquadDataset squad;
-  SquadFeatures squad_features;
-  // Whether the set has labels (metrics) or only gets predictions.
-  bool labelled = true;
 };
 
 // Predictions of a set: classification/regression one row per example

@@ -35,7 +35,7 @@
 #include "data_pipeline/tokenizer.h"
 #include "config/config.h"
 #include "finetune/examples.h"
-#include "finetune/finetune_unit.h"
+#include "finetune/task_data.h"
 
 namespace xlnet::finetune {
 
