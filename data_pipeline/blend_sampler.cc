@@ -168,27 +168,15 @@ int BlendSampler::SourceOf(int64_t step, int64_t row,
 PlmBatch BlendSampler::BuildBatch(int64_t step,
                                   const std::vector<int64_t>& rows) const {
   if (samplers_.size() == 1) return samplers_[0]->BuildBatch(step, rows);
-  std::vector<std::vector<torch::Tensor>> fields;
+  if (rows.empty()) return samplers_[0]->BuildBatch(step, rows);
+  std::vector<PlmBatch> parts;
+  parts.reserve(rows.size());
   for (int64_t row : rows) {
     int64_t source_step = 0;
     const int source = SourceOf(step, row, &source_step);
-    const auto named =
-        samplers_[source]->BuildBatch(source_step, {row}).Named();
-    fields.resize(named.size());
-    for (size_t f = 0; f < named.size(); ++f) {
-      fields[f].push_back(named[f].second);
-    }
+    parts.push_back(samplers_[source]->BuildBatch(source_step, {row}));
   }
-  if (rows.empty()) return samplers_[0]->BuildBatch(step, rows);
-  PlmBatch b;
-  b.input_ids = torch::cat(fields[0]);
-  b.token_type_ids = torch::cat(fields[1]);
-  b.perm_mask = torch::cat(fields[2]);
-  b.target_mapping = torch::cat(fields[3]);
-  b.target = torch::cat(fields[4]);
-  b.target_mask = torch::cat(fields[5]);
-  b.is_masked = torch::cat(fields[6]);
-  return b;
+  return PlmBatch::Cat(parts);
 }
 
 std::vector<int64_t> BlendSampler::TokensConsumed(int64_t steps) const {

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "data_pipeline/sampler.h"
+#include "data_pipeline/plm_batch.h"
 
 namespace xlnet::data {
 

@@ -111,13 +111,6 @@ class Sampler::BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::vector<std::pair<size_t, void*>> free_;
 };
 
-NamedTensors PlmBatch::Named() const {
-  return {{"input_ids", input_ids}, {"token_type_ids", token_type_ids},
-          {"perm_mask", perm_mask}, {"target_mapping", target_mapping},
-          {"target", target},       {"target_mask", target_mask},
-          {"is_masked", is_masked}};
-}
-
 std::string SamplerState::ToString() const {
   nlohmann::json j = {
       {"version", 1}, {"step", step}, {"fingerprint", fingerprint}};

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "data_pipeline/plm_batch.h"
 #include "data_pipeline/plm_sample.h"
 #include "data_pipeline/shard_reader.h"
 #include "data_pipeline/tokenizer.h"
@@ -41,22 +42,6 @@
 namespace xlnet::data {
 
 class BatchPrefetcher;
-
-// One batch, HuggingFace XLNet names; B = local batch, L = seq_len,
-// P = num_predict.
-struct PlmBatch {
-  torch::Tensor input_ids;       // [B, L] int64, original tokens
-  torch::Tensor token_type_ids;  // [B, L] int64, 0 = reuse+A+<sep>, 1 =
-                                 // B+<sep>, 2 = <cls>
-  torch::Tensor perm_mask;       // [B, L, L] float, 1 = i may not attend to j
-  torch::Tensor target_mapping;  // [B, P, L] float, one-hot target positions
-  torch::Tensor target;       // [B, P] int64, the target tokens (0 = padding)
-  torch::Tensor target_mask;  // [B, P] float, 1 = real target
-  torch::Tensor is_masked;    // [B, L] bool, positions chosen for prediction
-
-  // (name, tensor) in the order above.
-  NamedTensors Named() const;
-};
 
 // The exact position of a sampler; small and serialisable.
 struct SamplerState {
