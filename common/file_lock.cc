@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,10 +76,34 @@ std::string DescribeHolder(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Acquire(
     const std::string& path, const std::string& what) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link planted at the lock's name would lock (and write
+  // our description into) whatever file it points to, outside the
+  // directory the lock is meant to protect.
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": the lock file of ", what,
+          " is a symbolic link; remove it (a lock is only taken on a "
+          "regular file)"));
+    }
     return absl::InternalError(
-        absl::StrCat(path, ": cannot open the lock file: ", strerror(errno)));
+        absl::StrCat(path, ": cannot open the lock file: ", strerror(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(
+        absl::StrCat(path, ": cannot stat the lock file: ", strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": the lock file of ", what,
+                     " is not a regular file (", FileKind(st.st_mode), ")"));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -120,6 +145,27 @@ absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Acquire(
     return status;
   }
   return std::unique_ptr<FileLock>(new FileLock(path, fd, true));
+}
+
+absl::Status FileLock::Check() const {
+  if (fd_ < 0) return absl::OkStatus();
+  struct stat held;
+  if (::fstat(fd_, &held) != 0) {
+    return absl::InternalError(absl::StrCat(
+        path_, ": cannot stat the held lock file: ", strerror(errno)));
+  }
+  struct stat named;
+  if (::lstat(path_.c_str(), &named) != 0) {
+    if (errno != ENOENT) {
+      return absl::InternalError(
+          absl::StrCat(path_, ": cannot stat: ", strerror(errno)));
+    }
+  } else if (named.st_dev == held.st_dev && named.st_ino == held.st_ino) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("lock file ", path_,
+                   " was removed or replaced while this process holds it"));
 }
 
 FileLock::~FileLock() {

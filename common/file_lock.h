@@ -19,8 +19,11 @@ class FileLock {
   // Takes the lock on `path` (created if missing) without waiting, then
   // writes this process's description into it. When another process holds
   // it: FailedPrecondition "WHAT is in use by pid N on host H (started T):
-  // COMMAND (lock file PATH)". On a filesystem without flock support the
-  // lock is not taken (locked() is false) and a warning is logged.
+  // COMMAND (lock file PATH)". `path` must not be a symbolic link (the lock
+  // would be taken, and the description written, wherever it points) nor
+  // anything but a regular file: FailedPrecondition naming it. On a
+  // filesystem without flock support the lock is not taken (locked() is
+  // false) and a warning is logged.
   static absl::StatusOr<std::unique_ptr<FileLock>> Acquire(
       const std::string& path, const std::string& what);
   ~FileLock();
@@ -29,6 +32,15 @@ class FileLock {
 
   const std::string& path() const { return path_; }
   bool locked() const { return locked_; }
+
+  // Whether the lock still protects: the flock is on the file we opened,
+  // so once `path` is removed or names another file, a second process can
+  // create and lock a fresh file there while we still hold ours. OK when
+  // `path` names the held file (same st_dev and st_ino), and when no lock
+  // was taken (locked() false: nothing to lose); otherwise
+  // FailedPrecondition "lock file PATH was removed or replaced while this
+  // process holds it".
+  absl::Status Check() const;
 
  private:
   FileLock(std::string path, int fd, bool locked)

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -188,6 +189,13 @@ absl::Status MakeDirs(const std::string& dir) {
     return ErrnoStatus("mkdir", dir);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> FreeBytes(const std::string& path) {
+  struct statvfs fs;
+  if (::statvfs(path.c_str(), &fs) != 0) return ErrnoStatus("statvfs", path);
+  return static_cast<uint64_t>(fs.f_bavail) *
+         static_cast<uint64_t>(fs.f_frsize);
 }
 
 absl::Status RemoveAll(const std::string& path) {

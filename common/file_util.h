@@ -69,6 +69,10 @@ bool IsDirectory(const std::string& path);
 // Creates `dir` and its parents.
 absl::Status MakeDirs(const std::string& dir);
 
+// The bytes an unprivileged process may still write to the file system that
+// holds `path` (statvfs: f_bavail * f_frsize). Errors name the path.
+absl::StatusOr<uint64_t> FreeBytes(const std::string& path);
+
 // Removes a file or a directory tree; a missing path is not an error.
 absl::Status RemoveAll(const std::string& path);
 

@@ -495,6 +495,9 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
     trainer_options.config_yaml = RunConfigYaml(config, *setup);
     trainer_options.run_dir = out_dir;
     trainer_options.resume = options.resume;
+    trainer_options.check_run_lock = [&run_dir]() {
+      return run_dir->CheckLock();
+    };
     trainer_options.extra_files[kTokenizerFile] = tokenizer->model_bytes();
     if (data.dev) {
       trainer_options.best_metric =

@@ -137,7 +137,9 @@ absl::Status VerifyChecksums(const std::string& dir) {
 }
 
 CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep)
-    : checkpoints_dir_(RunPath(run_dir, kCheckpointsDir)), keep_(keep) {}
+    : checkpoints_dir_(RunPath(run_dir, kCheckpointsDir)),
+      keep_(keep),
+      free_bytes_(FreeBytes) {}
 
 std::string CheckpointManager::StepDir(int64_t step) const {
   return absl::StrCat(checkpoints_dir_, "/step_", step);
@@ -154,6 +156,10 @@ absl::Status CheckpointManager::Save(int64_t step,
                                      const std::string& config_json,
                                      const CheckpointContents& contents) {
   XLNET_RETURN_IF_ERROR(MakeDirs(checkpoints_dir_));
+  // A save killed mid-way (on a full disk, say) left its temporary behind;
+  // it goes first, or this save would run short of the same space.
+  XLNET_RETURN_IF_ERROR(CleanStaleTemps(checkpoints_dir_).status());
+  XLNET_RETURN_IF_ERROR(CheckFreeSpace(step));
   XLNET_RETURN_IF_ERROR(WriteModelDir(
       StepDir(step), config_json, contents.model,
       [&](const AtomicDirWriter& writer) -> absl::Status {
@@ -183,7 +189,28 @@ absl::Status CheckpointManager::Save(int64_t step,
       XLNET_RETURN_IF_ERROR(RemoveAllAtomically(StepDir(steps[i])));
     }
   }
-  return CleanStaleTemps(checkpoints_dir_).status();
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointManager::CheckFreeSpace(int64_t step) const {
+  const std::vector<int64_t> steps = ListSteps();
+  if (steps.empty()) return absl::OkStatus();
+  // The next checkpoint holds the same tensors as the newest one; the old
+  // ones are removed only after it is complete, so all of it must fit.
+  const std::string newest = StepDir(steps.back());
+  XLNET_ASSIGN_OR_RETURN(const std::vector<std::string> files,
+                         ListFiles(newest));
+  uint64_t needed = 0;
+  for (const std::string& name : files) {
+    struct stat st;
+    if (::stat((newest + "/" + name).c_str(), &st) == 0) needed += st.st_size;
+  }
+  XLNET_ASSIGN_OR_RETURN(const uint64_t free, free_bytes_(checkpoints_dir_));
+  if (free >= needed) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      checkpoints_dir_, ": not enough free space for checkpoint step_", step,
+      ": it needs about ", needed, " bytes (the size of step_", steps.back(),
+      ") but the file system has ", free, " bytes free; nothing was written"));
 }
 
 std::vector<int64_t> CheckpointManager::ListSteps() const {

@@ -5,6 +5,8 @@
 // loaded; LatestValid() falls back to the newest one that verifies.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,12 +53,30 @@ class CheckpointManager {
 
   // Writes step_<step>/ atomically (replacing one of the same step), then
   // removes checkpoints beyond `keep` (each atomically: never visible half
-  // removed) and stale temporaries.
+  // removed).
+  //
+  // Before writing anything it removes stale temporaries (the hidden
+  // `.*.tmp-*` leftovers of a save that was killed), so that a crash on a
+  // nearly full disk does not leave the next save short of the same space;
+  // this assumes no other save into this directory is in progress (the run's
+  // lock keeps other processes out, and saves of one run are sequential).
+  // Then, when a checkpoint exists, it checks that the file system has at
+  // least as many free bytes as the newest one holds: ResourceExhausted
+  // naming the directory, the bytes needed and the bytes free otherwise,
+  // with nothing written.
   absl::Status Save(int64_t step, const XLNetConfig& model_config,
                     const CheckpointContents& contents);
   // The same with config.json's text given (HF keys XLNetConfig lacks).
   absl::Status Save(int64_t step, const std::string& config_json,
                     const CheckpointContents& contents);
+
+  // How Save learns the free bytes of the file system holding a directory;
+  // FreeBytes (statvfs) unless replaced (tests stand in a full disk).
+  using FreeBytesFunction =
+      std::function<absl::StatusOr<uint64_t>(const std::string& dir)>;
+  void set_free_bytes_function(FreeBytesFunction free_bytes) {
+    free_bytes_ = std::move(free_bytes);
+  }
 
   // Steps of the checkpoints present (verified or not), ascending.
   std::vector<int64_t> ListSteps() const;
@@ -68,8 +88,13 @@ class CheckpointManager {
   absl::StatusOr<std::optional<std::string>> LatestValid() const;
 
  private:
+  // Fails when the file system has fewer free bytes than the newest
+  // checkpoint holds (nothing to compare with when there is none).
+  absl::Status CheckFreeSpace(int64_t step) const;
+
   std::string checkpoints_dir_;
   int64_t keep_;
+  FreeBytesFunction free_bytes_;
 };
 
 }  // namespace xlnet

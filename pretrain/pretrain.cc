@@ -86,6 +86,9 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   trainer_options.config_yaml = RunConfigYaml(unit_options.config, rank);
   trainer_options.run_dir = options.out_dir;
   trainer_options.resume = options.resume;
+  trainer_options.check_run_lock = [&run_dir]() {
+    return run_dir->CheckLock();
+  };
   // Checkpoints carry the tokenizer so fine-tuning and export need only them.
   trainer_options.extra_files[kTokenizerFile] =
       unit->sampler().tokenizer().model_bytes();

@@ -235,7 +235,18 @@ absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
     }
   }
   XLNET_RETURN_IF_ERROR(status);
-  return std::unique_ptr<RunDirectory>(new RunDirectory(std::move(lock)));
+  return std::unique_ptr<RunDirectory>(
+      new RunDirectory(options.dir, std::move(lock)));
+}
+
+absl::Status RunDirectory::CheckLock() const {
+  if (lock_ == nullptr) return absl::OkStatus();
+  const absl::Status status = lock_->Check();
+  if (status.ok()) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), "; another process may be writing into ",
+                   dir_));
 }
 
 }  // namespace xlnet

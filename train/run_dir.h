@@ -43,9 +43,18 @@ class RunDirectory {
   static absl::StatusOr<std::unique_ptr<RunDirectory>> Open(
       const RunDirOptions& options, ProcessGroup* group);
 
+  // Whether RUN is still ours: OK unless RUN/run.lock was removed or
+  // replaced after Open took it (FileLock::Check), when a second run may
+  // have taken RUN and be writing into it: FailedPrecondition naming the
+  // lock file and RUN. OK on ranks other than 0 (they hold no lock). The
+  // trainer calls it before each write of a checkpoint
+  // (TrainerOptions::check_run_lock).
+  absl::Status CheckLock() const;
+
  private:
-  explicit RunDirectory(std::unique_ptr<FileLock> lock)
-      : lock_(std::move(lock)) {}
+  RunDirectory(std::string dir, std::unique_ptr<FileLock> lock)
+      : dir_(std::move(dir)), lock_(std::move(lock)) {}
+  std::string dir_;
   std::unique_ptr<FileLock> lock_;  // null on ranks other than 0
 };
 

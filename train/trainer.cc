@@ -218,6 +218,14 @@ absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
   return WriteFileAtomic(path, kept);
 }
 
+absl::Status Trainer::CheckRunLock(const std::string& what) const {
+  if (!options_.check_run_lock) return absl::OkStatus();
+  const absl::Status status = options_.check_run_lock();
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), "; not saving ", what));
+}
+
 absl::Status Trainer::Save(int64_t step) {
   std::map<std::string, NamedTensors> files;
   XLNET_RETURN_IF_ERROR(unit_->SaveUnitState(rank(), &files));
@@ -234,6 +242,7 @@ absl::Status Trainer::Save(int64_t step) {
   }
   if (group_ && world_size() > 1) group_->Barrier();
   if (rank() == 0) {
+    XLNET_RETURN_IF_ERROR(CheckRunLock(checkpoints_.StepDir(step)));
     CheckpointContents contents;
     contents.model = unit_->StateDict();
     contents.tensor_files = std::move(files);
@@ -345,6 +354,7 @@ absl::Status Trainer::EvaluateAndKeepBest() {
 
 absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
   const std::string dir = RunPath(options_.run_dir, kBestDir);
+  XLNET_RETURN_IF_ERROR(CheckRunLock(dir));
   nlohmann::json state = {{"step", step_},
                           {"metric", options_.best_metric},
                           {"value", *best_value_},

@@ -119,6 +119,11 @@ struct TrainerOptions {
   bool save_checkpoints = true;
   // Called on every rank after each optimizer step (benchmarks).
   std::function<void(const StepTiming&)> on_step;
+  // When set, called on rank 0 before each write of a checkpoint or of
+  // RUN/best/: an error (RUN/run.lock removed or replaced, so another
+  // process may own RUN now; RunDirectory::CheckLock) stops the run with
+  // nothing written.
+  std::function<absl::Status()> check_run_lock;
 };
 
 struct TrainResult {
@@ -203,6 +208,8 @@ class Trainer {
   absl::Status EvaluateAndKeepBest();
   absl::Status SaveBest(const std::map<std::string, double>& eval);
   absl::Status Save(int64_t step);
+  // options_.check_run_lock, its error ending in "; not saving WHAT".
+  absl::Status CheckRunLock(const std::string& what) const;
   absl::Status AppendMetrics(const std::string& json_line);
   // Rank 0 with train.tensorboard: every number of `line` but "step" as a
   // scalar named prefix + key at the current step.

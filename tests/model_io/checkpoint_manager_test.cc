@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -192,6 +194,114 @@ TEST(CheckpointTest, OversizedManifestIsRefused) {
   EXPECT_NE(s.message().find("checksums.json: larger than the limit"),
             std::string::npos)
       << s;
+}
+
+// Bytes of the regular files under `dir`, recursively.
+uint64_t TreeBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  }
+  return bytes;
+}
+
+// The entries of `dir` whose names start with '.'.
+std::vector<std::string> HiddenEntries(const std::string& dir) {
+  std::vector<std::string> hidden;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name[0] == '.') hidden.push_back(name);
+  }
+  return hidden;
+}
+
+// A killed save's leftover: `.step_N.tmp-...` holding `bytes` bytes.
+std::string MakeStaleTemp(const CheckpointManager& manager, int64_t step,
+                          size_t bytes) {
+  const std::string stale =
+      absl::StrCat(manager.checkpoints_dir(), "/.step_", step, ".tmp-xyz");
+  EXPECT_TRUE(MakeDirs(stale).ok());
+  EXPECT_TRUE(
+      WriteFileAtomic(stale + "/model.safetensors", std::string(bytes, 'x'))
+          .ok());
+  return stale;
+}
+
+// The leftover of a save killed mid-way goes before the next save writes,
+// so that a save which itself fails (here: a file it cannot create) has
+// still given back the space; a crash on a full disk must not turn into a
+// save that fails for the same lack of space on every restart.
+TEST(CheckpointTest, StaleTemporaryIsRemovedBeforeWriting) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), 0);
+  ASSERT_TRUE(manager.Save(4, TinyModel(), Contents(4)).ok());
+  const std::string stale = MakeStaleTemp(manager, 5, 1 << 20);
+
+  CheckpointContents failing = Contents(5);
+  failing.text_files["no_such_dir/notes.txt"] = "x";
+  EXPECT_FALSE(manager.Save(5, TinyModel(), failing).ok());
+  EXPECT_FALSE(PathExists(stale));
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{4}));
+
+  MakeStaleTemp(manager, 5, 1 << 20);
+  ASSERT_TRUE(manager.Save(5, TinyModel(), Contents(5)).ok());
+  EXPECT_FALSE(PathExists(stale));
+  EXPECT_TRUE(HiddenEntries(manager.checkpoints_dir()).empty());
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{4, 5}));
+}
+
+// A disk of `capacity` bytes that holds only the checkpoints directory.
+CheckpointManager::FreeBytesFunction FakeDisk(uint64_t capacity) {
+  return [capacity](const std::string& dir) -> absl::StatusOr<uint64_t> {
+    const uint64_t used = TreeBytes(dir);
+    return used >= capacity ? 0 : capacity - used;
+  };
+}
+
+// On a disk with room for two checkpoints, one checkpoint plus a killed
+// save's leftover of the same size leave no room for a third copy: the
+// save succeeds only because the leftover goes before the space is checked.
+TEST(CheckpointTest, StaleTemporaryFreesSpaceForTheNextSave) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), 0);
+  ASSERT_TRUE(manager.Save(4, TinyModel(), Contents(4)).ok());
+  const uint64_t checkpoint = TreeBytes(manager.StepDir(4));
+  const std::string stale = MakeStaleTemp(manager, 5, checkpoint);
+  manager.set_free_bytes_function(FakeDisk(2 * checkpoint + 100));
+
+  const absl::Status status = manager.Save(5, TinyModel(), Contents(5));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(PathExists(stale));
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{4, 5}));
+}
+
+// Too little space for another checkpoint as large as the newest: an error
+// with the numbers, before anything is written.
+TEST(CheckpointTest, TooLittleFreeSpaceFailsBeforeWriting) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), 0);
+  ASSERT_TRUE(manager.Save(4, TinyModel(), Contents(4)).ok());
+  const uint64_t checkpoint = TreeBytes(manager.StepDir(4));
+  manager.set_free_bytes_function(
+      [](const std::string&) -> absl::StatusOr<uint64_t> { return 1000; });
+
+  const absl::Status status = manager.Save(5, TinyModel(), Contents(5));
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  const std::string message(status.message());
+  EXPECT_EQ(message.rfind(manager.checkpoints_dir() + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find(absl::StrCat("needs about ", checkpoint, " bytes")),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("has 1000 bytes free"), std::string::npos) << message;
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{4}));
+  EXPECT_TRUE(HiddenEntries(manager.checkpoints_dir()).empty());
+
+  // Nothing to compare with before the first checkpoint.
+  testing::TempDir empty;
+  CheckpointManager first(empty.path(), 0);
+  first.set_free_bytes_function(
+      [](const std::string&) -> absl::StatusOr<uint64_t> { return 0; });
+  EXPECT_TRUE(first.Save(1, TinyModel(), Contents(1)).ok());
 }
 
 TEST(CheckpointTest, NoCheckpoints) {

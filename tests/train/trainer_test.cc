@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "tests/test_util.h"
+#include "train/run_dir.h"
 
 namespace xlnet {
 namespace {
@@ -763,6 +764,36 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
   EXPECT_TRUE(
       PathExists(multi_dir.Join("checkpoints/step_6/rng.rank1.safetensors")));
   EXPECT_TRUE(VerifyChecksums(multi_dir.Join("checkpoints/step_6")).ok());
+}
+
+// RUN/run.lock deleted under a running trainer: another process could have
+// taken RUN since, so the next checkpoint is not written and the run stops
+// with an error naming the lock file.
+TEST(TrainerTest, SaveStopsWhenTheRunLockFileIsGone) {
+  testing::TempDir tmp;
+  auto run_dir = RunDirectory::Open({tmp.path(), "pretraining", "", false},
+                                    /*group=*/nullptr);
+  ASSERT_TRUE(run_dir.ok()) << run_dir.status();
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 12);
+  options.check_run_lock = [&run_dir]() { return (*run_dir)->CheckLock(); };
+  const std::string lock_file = tmp.Join("run.lock");
+  options.on_step = [&](const StepTiming& timing) {
+    if (timing.step == 6) {
+      ASSERT_EQ(::unlink(lock_file.c_str()), 0);
+    }
+  };
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(result.status().message()),
+            "lock file " + lock_file +
+                " was removed or replaced while this process holds it; "
+                "another process may be writing into " +
+                tmp.path() + "; not saving " + tmp.Join("checkpoints/step_8"));
+  // The save before the deletion went through; none after it.
+  EXPECT_EQ(CheckpointManager(tmp.path(), 0).ListSteps(),
+            (std::vector<int64_t>{4}));
 }
 
 }  // namespace
