@@ -146,7 +146,8 @@ constexpr HfName kHfNames[] = {
     {"save_steps", "train.save_steps", ""},
     {"eval_steps", "train.eval_steps", ""},
     {"seed", "train.seed", ""},
-    {"max_seq_length", "finetune.max_seq_length", ""},
+    {"max_seq_length", "finetune.max_seq_length",
+     "in fine-tuning; pretraining samples are data.seq_len tokens"},
     {"doc_stride", "finetune.doc_stride", ""},
 };
 
