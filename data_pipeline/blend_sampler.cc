@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "data_pipeline/plm_sample.h"
-#include "data_pipeline/prefetcher.h"
 
 namespace xlnet::data {
 
@@ -19,9 +18,9 @@ constexpr uint64_t kBlendKey = 0xB1E7D50C4CEULL;
 
 BlendSampler::BlendSampler() = default;
 
-// Explicit so the workers stop before any member they read goes, whatever
-// the member order.
-BlendSampler::~BlendSampler() { prefetcher_.reset(); }
+// The prefetching workers call BuildBatch: stop them before any member it
+// reads goes.
+BlendSampler::~BlendSampler() { StopBatches(); }
 
 absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
     std::vector<BlendSource> sources, const SamplerOptions& options,
@@ -102,12 +101,12 @@ absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
   b.memo_.resize(b.num_streams_);
   // One source keeps the single-directory fingerprint: its states resume
   // either way, as its batches are the same.
-  b.fingerprint_ = b.samplers_.size() == 1
-                       ? b.samplers_[0]->State().fingerprint
-                       : HexU64(Fnv1a64(key.data(), key.size()));
-  b.prefetcher_ = std::make_unique<BatchPrefetcher>(
-      [&b](int64_t step) { return b.BuildBatch(step, b.local_rows()); },
-      options.data.loader_threads, options.data.prefetch_batches);
+  b.StartBatches(options.data,
+                 b.samplers_.size() == 1
+                     ? b.samplers_[0]->State().fingerprint
+                     : HexU64(Fnv1a64(key.data(), key.size())),
+                 "data sources, weights, block size, seed, batch size or "
+                 "data config");
   return blend;
 }
 
@@ -197,24 +196,21 @@ std::vector<int64_t> BlendSampler::TokensConsumed(int64_t steps) const {
   return tokens;
 }
 
-PlmBatch BlendSampler::Next() { return prefetcher_->Next(); }
-
-SamplerState BlendSampler::State() const {
-  return SamplerState{prefetcher_->next_step(), fingerprint_};
+std::vector<SourcePart> BlendSampler::Parts() const {
+  double total = 0;
+  for (const BlendSource& s : sources_) total += s.weight;
+  std::vector<SourcePart> parts;
+  for (size_t i = 0; i < samplers_.size(); ++i) {
+    parts.push_back(SourcePart{samplers_[i].get(), sources_[i].weight / total,
+                               sources_[i].name});
+  }
+  return parts;
 }
 
-absl::Status BlendSampler::Restore(const SamplerState& state) {
-  if (state.fingerprint != fingerprint_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sampler state was saved with different data sources, weights, "
-        "block size, seed, batch size or data config (fingerprint ",
-        state.fingerprint, ", this blend ", fingerprint_, ")"));
-  }
-  if (state.step < 0) {
-    return absl::InvalidArgumentError("sampler state: negative step");
-  }
-  prefetcher_->Restart(state.step);
-  return absl::OkStatus();
+RowOrigin BlendSampler::Origin(int64_t step, int64_t row) const {
+  int64_t source_step = 0;
+  const int source = SourceOf(step, row, &source_step);
+  return RowOrigin{samplers_[source].get(), source_step, sources_[source].name};
 }
 
 }  // namespace xlnet::data

@@ -21,9 +21,8 @@
 //
 // Content depends only on (seed, row, step), so rank slicing and exact
 // resume work as for Sampler; the fingerprint covers every source's
-// fingerprint, the weights, names and block size. Like Sampler, the blend
-// builds its batches ahead on `data.loader_threads` threads, up to
-// `data.prefetch_batches` ahead (prefetcher.h); its per-source Samplers
+// fingerprint, the weights, names and block size. The blend is the
+// BatchSource that builds ahead (batch_source.h); its per-source Samplers
 // never prefetch (the blend only calls their BuildBatch).
 #pragma once
 
@@ -52,19 +51,19 @@ class BlendSampler : public BatchSource {
       int64_t block_steps);
   ~BlendSampler() override;
 
-  PlmBatch Next() override;
-  SamplerState State() const override;
-  absl::Status Restore(const SamplerState& state) override;
-
-  // The batch of `step` for the given global rows. Thread-safe.
-  PlmBatch BuildBatch(int64_t step, const std::vector<int64_t>& rows) const;
+  PlmBatch BuildBatch(int64_t step,
+                      const std::vector<int64_t>& rows) const override;
   // The source global `row` reads at `step`, and its step inside that
   // source (what that source's Sampler would be asked for).
   int SourceOf(int64_t step, int64_t row, int64_t* source_step) const;
   // Tokens each source contributed to the global batch over steps
   // [0, steps): row-steps read from the source times seq_len (every row
   // of every step is one seq_len-token sample). Exact for any `steps`.
-  std::vector<int64_t> TokensConsumed(int64_t steps) const;
+  std::vector<int64_t> TokensConsumed(int64_t steps) const override;
+  // Every source with its normalised weight and name.
+  std::vector<SourcePart> Parts() const override;
+  // The source's sampler and step (SourceOf).
+  RowOrigin Origin(int64_t step, int64_t row) const override;
 
   const std::vector<BlendSource>& sources() const { return sources_; }
   const Sampler& source(int i) const { return *samplers_[i]; }
@@ -96,16 +95,10 @@ class BlendSampler : public BatchSource {
   int64_t num_streams_ = 0;
   int64_t batch_size_ = 0;
   int64_t seq_len_ = 0;
-  std::string fingerprint_;
 
   mutable std::mutex memo_mu_;
   // memo_[stream][c]: per-source counts of blocks [0, c * kCheckpointBlocks).
   mutable std::vector<std::vector<std::vector<int64_t>>> memo_;
-
-  // Builds BuildBatch(step, local_rows()) ahead. Last member: it is
-  // destroyed (its workers joined) before the state its build function
-  // reads.
-  std::unique_ptr<BatchPrefetcher> prefetcher_;
 };
 
 }  // namespace xlnet::data

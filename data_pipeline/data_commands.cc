@@ -8,16 +8,16 @@
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/runtime.h"
-#include "common/strings.h"
 #include "common/safetensors.h"
 #include "common/status.h"
+#include "common/strings.h"
+#include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/sampler.h"
 
 namespace xlnet::data {
 namespace {
 
-SamplerOptions MakeSamplerOptions(const std::string& data_dir,
-                                  const Config& config, int rank,
+SamplerOptions MakeSamplerOptions(const Config& config, int rank,
                                   int world_size, Split split) {
   SamplerOptions o;
   o.data = config.data;
@@ -85,10 +85,9 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
   if (options.out.empty()) return absl::InvalidArgumentError("no --out file");
   XLNET_ASSIGN_OR_RETURN(
       auto sampler,
-      Sampler::Create(
-          options.data_dir,
-          MakeSamplerOptions(options.data_dir, options.config, options.rank,
-                             options.world_size, options.split)));
+      OpenBatchSource(options.data_dir,
+                      MakeSamplerOptions(options.config, options.rank,
+                                         options.world_size, options.split)));
   const SamplerState first = sampler->State();
   std::map<std::string, std::vector<torch::Tensor>> parts;
   std::vector<std::string> order;
@@ -126,6 +125,15 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
          }
          return rows;
        }()},
+      {"sources",
+       [&] {
+         std::string names;
+         for (const SourcePart& part : sampler->Parts()) {
+           absl::StrAppend(&names, names.empty() ? "" : ",",
+                           part.name.empty() ? options.data_dir : part.name);
+         }
+         return names;
+       }()},
       {"sampler_state_begin", first.ToString()},
       {"sampler_state_end", sampler->State().ToString()},
   };
@@ -137,10 +145,9 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
 }
 
 absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
-  SamplerOptions so =
-      MakeSamplerOptions(options.data_dir, options.config, 0, 1, options.split);
+  SamplerOptions so = MakeSamplerOptions(options.config, 0, 1, options.split);
   so.data.prefetch_batches = 0;
-  XLNET_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(options.data_dir, so));
+  XLNET_ASSIGN_OR_RETURN(auto source, OpenBatchSource(options.data_dir, so));
   if (options.row < 0 || options.row >= options.config.train.batch_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--row ", options.row,
@@ -148,8 +155,16 @@ absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
   }
   if (options.step < 0)
     return absl::InvalidArgumentError("--step must be >= 0");
+  // A blend's row reads one source at that source's own step.
+  const RowOrigin origin = source->Origin(options.step, options.row);
+  const Sampler* sampler = origin.sampler;
+  if (!origin.name.empty()) {
+    out << "blend step " << options.step << ": row " << options.row
+        << " reads source '" << origin.name << "' (" << sampler->shards().dir()
+        << ") at its step " << origin.step << "\n";
+  }
   SampleDebug debug;
-  const PlmBatch b = sampler->BuildRow(options.step, options.row, &debug);
+  const PlmBatch b = sampler->BuildRow(origin.step, options.row, &debug);
   const Tokenizer& tok = sampler->tokenizer();
   const DataConfig& d = options.config.data;
   const int64_t L = d.seq_len;
@@ -166,7 +181,7 @@ absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
     }
   }
   const bool backward = options.row >= sampler->num_streams();
-  out << "step " << options.step << ", row " << options.row << " ("
+  out << "step " << origin.step << ", row " << options.row << " ("
       << (backward ? "backward" : "forward") << " stream "
       << options.row % sampler->num_streams() << " of "
       << sampler->num_streams() << ", stream length "

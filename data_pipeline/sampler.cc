@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "data_pipeline/prefetcher.h"
 
 namespace xlnet::data {
 
@@ -111,39 +108,11 @@ class Sampler::BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::vector<std::pair<size_t, void*>> free_;
 };
 
-std::string SamplerState::ToString() const {
-  nlohmann::json j = {
-      {"version", 1}, {"step", step}, {"fingerprint", fingerprint}};
-  return j.dump();
-}
-
-absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
-  XLNET_ASSIGN_OR_RETURN(const nlohmann::json j,
-                         ParseJson(text, "sampler state"));
-  if (!j.is_object() || !j.contains("version") || !j.contains("step") ||
-      !j.contains("fingerprint") || !j["fingerprint"].is_string()) {
-    return absl::InvalidArgumentError(
-        "sampler state: needs version, step and fingerprint");
-  }
-  XLNET_ASSIGN_OR_RETURN(
-      const int64_t version,
-      JsonInteger(j["version"], "sampler state: version", 1, INT64_MAX));
-  if (version != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampler state version ", version, " is not supported"));
-  }
-  SamplerState state;
-  XLNET_ASSIGN_OR_RETURN(
-      state.step, JsonInteger(j["step"], "sampler state: step", 0, INT64_MAX));
-  state.fingerprint = j["fingerprint"].get<std::string>();
-  return state;
-}
-
 Sampler::Sampler() = default;
 
-// Explicit so the workers stop before any member they read goes, whatever
-// the member order.
-Sampler::~Sampler() { prefetcher_.reset(); }
+// The prefetching workers call BuildBatch: stop them before any member it
+// reads goes.
+Sampler::~Sampler() { StopBatches(); }
 
 absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
     const std::string& data_dir, const SamplerOptions& options) {
@@ -239,10 +208,8 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
       " beta=", d.mask_beta, " max_gram=", d.max_gram, " bi_data=", d.bi_data,
       " quirks=", d.official_span_quirks, " corpus=", s.corpus_.size(),
       " tokenizer=", s.tokenizer_->hash());
-  s.fingerprint_ = HexU64(Fnv1a64(key.data(), key.size()));
-  s.prefetcher_ = std::make_unique<BatchPrefetcher>(
-      [&s](int64_t step) { return s.BuildBatch(step, s.local_rows_); },
-      d.loader_threads, d.prefetch_batches);
+  s.StartBatches(d, HexU64(Fnv1a64(key.data(), key.size())),
+                 "data, seed, batch size or data config");
   return sampler;
 }
 
@@ -332,24 +299,19 @@ PlmBatch Sampler::BuildRow(int64_t step, int64_t row,
   return b;
 }
 
-PlmBatch Sampler::Next() { return prefetcher_->Next(); }
-
-SamplerState Sampler::State() const {
-  return SamplerState{prefetcher_->next_step(), fingerprint_};
+std::vector<SourcePart> Sampler::Parts() const {
+  return {SourcePart{this, 1.0, ""}};
 }
 
-absl::Status Sampler::Restore(const SamplerState& state) {
-  if (state.fingerprint != fingerprint_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sampler state was saved with different data, seed, batch size or "
-        "data config (fingerprint ",
-        state.fingerprint, ", this sampler ", fingerprint_, ")"));
-  }
-  if (state.step < 0) {
-    return absl::InvalidArgumentError("sampler state: negative step");
-  }
-  prefetcher_->Restart(state.step);
-  return absl::OkStatus();
+std::vector<int64_t> Sampler::TokensConsumed(int64_t steps) const {
+  TORCH_CHECK(steps >= 0, "negative step count");
+  return {steps * options_.batch_size * options_.data.seq_len};
+}
+
+RowOrigin Sampler::Origin(int64_t step, int64_t row) const {
+  TORCH_CHECK(step >= 0 && row >= 0 && row < options_.batch_size, "step ", step,
+              " row ", row, " outside the batches");
+  return RowOrigin{this, step, ""};
 }
 
 }  // namespace xlnet::data

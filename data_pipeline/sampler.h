@@ -4,8 +4,9 @@
 //                       config.train.seed, rank, world_size};
 //   XLNET_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(data_dir, opts));
 //   PlmBatch batch = sampler->Next();         // [B_local, ...] tensors
-//   SamplerState state = sampler->State();     // save with a checkpoint
-//   XLNET_RETURN_IF_ERROR(sampler->Restore(state));  // exact resume
+//
+// A BatchSource (batch_source.h), which hands out, saves and restores the
+// batches; OpenBatchSource picks this or a blend from the config.
 //
 // Streams. The corpus (train or eval split) is cut into S contiguous
 // streams (S = B, or B/2 with bi_data). Global row r < S reads stream r
@@ -20,7 +21,7 @@
 //
 // Batches are built ahead on `data.loader_threads` threads, up to
 // `data.prefetch_batches` ahead (0 = built inside Next()); see
-// prefetcher.h.
+// batch_source.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -30,59 +31,15 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/safetensors.h"
 #include "config/config.h"
+#include "data_pipeline/batch_source.h"
 #include "data_pipeline/plm_batch.h"
 #include "data_pipeline/plm_sample.h"
 #include "data_pipeline/shard_reader.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {
-
-class BatchPrefetcher;
-
-// The exact position of a sampler; small and serialisable.
-struct SamplerState {
-  // The next step Next() returns.
-  int64_t step = 0;
-  // Hash of everything that decides batch contents (seed, global batch,
-  // data config, corpus); Restore refuses a state from another setup.
-  // Rank and world size are not part of it: a state resumes on any world.
-  std::string fingerprint;
-
-  std::string ToString() const;  // one JSON object
-  static absl::StatusOr<SamplerState> FromString(const std::string& text);
-};
-
-struct SamplerOptions {
-  DataConfig data;
-  // Global batch size (all ranks together).
-  int64_t batch_size = 16;
-  int64_t seed = 1234;
-  int rank = 0;
-  int world_size = 1;
-  Split split = Split::kTrain;
-  // Verify every shard's content when opening (checksums, ids, flags);
-  // otherwise each shard is verified the first time a batch reads it.
-  bool verify = false;
-};
-
-// What a training unit reads batches from: one prepared directory
-// (Sampler) or a blend of several (BlendSampler, blend_sampler.h).
-class BatchSource {
- public:
-  virtual ~BatchSource() = default;
-  // The next batch of this rank.
-  virtual PlmBatch Next() = 0;
-  virtual SamplerState State() const = 0;
-  virtual absl::Status Restore(const SamplerState& state) = 0;
-  // Rows of this rank, in batch order (global row indices).
-  virtual const std::vector<int64_t>& local_rows() const = 0;
-  // The tokenizer the shards were made with.
-  virtual const Tokenizer& tokenizer() const = 0;
-};
 
 class Sampler : public BatchSource {
  public:
@@ -93,9 +50,8 @@ class Sampler : public BatchSource {
       const std::string& data_dir, const SamplerOptions& options);
   ~Sampler() override;
 
-  PlmBatch Next() override;
-  SamplerState State() const override;
-  absl::Status Restore(const SamplerState& state) override;
+  PlmBatch BuildBatch(int64_t step,
+                      const std::vector<int64_t>& rows) const override;
   const std::vector<int64_t>& local_rows() const override {
     return local_rows_;
   }
@@ -107,10 +63,13 @@ class Sampler : public BatchSource {
   const ShardSet& shards() const { return *shards_; }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   const SamplerOptions& options() const { return options_; }
+  // This one corpus, unnamed.
+  std::vector<SourcePart> Parts() const override;
+  // steps * batch_size * seq_len.
+  std::vector<int64_t> TokensConsumed(int64_t steps) const override;
+  // This sampler at `step`.
+  RowOrigin Origin(int64_t step, int64_t row) const override;
 
-  // The batch of `step` for the given global rows (any rows; used by Next,
-  // tests and tools). Thread-safe.
-  PlmBatch BuildBatch(int64_t step, const std::vector<int64_t>& rows) const;
   // One row's sample with details (for display and tests).
   PlmBatch BuildRow(int64_t step, int64_t row, SampleDebug* debug) const;
   // Corpus position of stream position `pos` of global `row` at `step`'s
@@ -134,11 +93,6 @@ class Sampler : public BatchSource {
   int64_t stream_length_ = 0;
   int64_t stride_ = 0;
   int64_t steps_per_epoch_ = 0;
-  std::string fingerprint_;
-
-  // Builds BuildBatch(step, local_rows_) ahead. Last member: it is destroyed
-  // (its workers joined) before the state its build function reads.
-  std::unique_ptr<BatchPrefetcher> prefetcher_;
 };
 
 }  // namespace xlnet::data

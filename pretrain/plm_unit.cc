@@ -4,6 +4,8 @@
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
+#include "data_pipeline/open_batch_source.h"
+#include "data_pipeline/sampler.h"
 #include "model/precision.h"
 #include "model/sdpa_attention.h"
 #include "model_io/load.h"
@@ -48,18 +50,17 @@ absl::Status CheckBatchSplit(const Config& config, int64_t world_size) {
 // (each source's frequencies normalised, then mixed by the normalised
 // weights), the mixture the batches are drawn from; with one source
 // this is exactly the single-directory baseline.
-torch::Tensor UnigramLogProbs(const std::vector<const data::Sampler*>& parts,
-                              const std::vector<DataSource>& sources,
+torch::Tensor UnigramLogProbs(const std::vector<data::SourcePart>& parts,
                               int64_t vocab_size) {
   std::vector<double> counts(vocab_size, 1.0);
   std::vector<double> part_counts(vocab_size);
   std::vector<int32_t> chunk(1 << 20);
-  double total_weight = 0;
-  for (const DataSource& s : sources) total_weight += s.weight;
   int64_t all_tokens = 0;
-  for (const data::Sampler* part : parts) all_tokens += part->corpus().size();
-  for (size_t p = 0; p < parts.size(); ++p) {
-    const data::Corpus& corpus = parts[p]->corpus();
+  for (const data::SourcePart& part : parts) {
+    all_tokens += part.sampler->corpus().size();
+  }
+  for (const data::SourcePart& part : parts) {
+    const data::Corpus& corpus = part.sampler->corpus();
     std::fill(part_counts.begin(), part_counts.end(), 0.0);
     for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
       const int64_t n =
@@ -71,10 +72,9 @@ torch::Tensor UnigramLogProbs(const std::vector<const data::Sampler*>& parts,
       }
     }
     // Weighted share of all training tokens this source stands for.
-    const double scale =
-        parts.size() == 1 || corpus.size() == 0
-            ? 1.0
-            : sources[p].weight / total_weight * all_tokens / corpus.size();
+    const double scale = parts.size() == 1 || corpus.size() == 0
+                             ? 1.0
+                             : part.weight * all_tokens / corpus.size();
     for (size_t v = 0; v < counts.size(); ++v) {
       counts[v] += scale * part_counts[v];
     }
@@ -148,38 +148,8 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   sampler_options.seed = train.seed;
   sampler_options.rank = options.rank;
   sampler_options.world_size = options.world_size;
-  const std::vector<DataSource>& sources = config.data.sources;
-  if (sources.empty() == options.data_dir.empty()) {
-    return absl::InvalidArgumentError(
-        sources.empty()
-            ? "no data: give --data DIR or set data.sources in the config"
-            : "both --data and data.sources are set; use one or the other "
-              "(a single source is data.sources: [{path: DIR}])");
-  }
-  // The train or eval split: a Sampler of --data or a blend of the sources.
-  auto open_split = [&](const data::SamplerOptions& o)
-      -> absl::StatusOr<std::unique_ptr<data::BatchSource>> {
-    if (sources.empty()) {
-      XLNET_ASSIGN_OR_RETURN(auto sampler,
-                             data::Sampler::Create(options.data_dir, o));
-      return std::unique_ptr<data::BatchSource>(std::move(sampler));
-    }
-    XLNET_ASSIGN_OR_RETURN(
-        auto blend,
-        data::BlendSampler::Create(sources, o, config.data.source_block_steps));
-    return std::unique_ptr<data::BatchSource>(std::move(blend));
-  };
-  XLNET_ASSIGN_OR_RETURN(unit->train_, open_split(sampler_options));
-  // The samplers whose training splits make up the data.
-  std::vector<const data::Sampler*> parts;
-  if (sources.empty()) {
-    parts.push_back(static_cast<const data::Sampler*>(unit->train_.get()));
-  } else {
-    unit->blend_ = static_cast<const data::BlendSampler*>(unit->train_.get());
-    for (size_t i = 0; i < sources.size(); ++i) {
-      parts.push_back(&unit->blend_->source(static_cast<int>(i)));
-    }
-  }
+  XLNET_ASSIGN_OR_RETURN(
+      unit->train_, data::OpenBatchSource(options.data_dir, sampler_options));
   if (unit->train_->tokenizer().vocab_size() > config.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the tokenizer has ", unit->train_->tokenizer().vocab_size(),
@@ -188,9 +158,10 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   if (train.eval_steps > 0 && config.data.eval_fraction > 0) {
     sampler_options.split = data::Split::kEval;
     sampler_options.data.prefetch_batches = 0;
-    XLNET_ASSIGN_OR_RETURN(unit->eval_, open_split(sampler_options));
+    XLNET_ASSIGN_OR_RETURN(
+        unit->eval_, data::OpenBatchSource(options.data_dir, sampler_options));
     unit->unigram_log_probs_ =
-        UnigramLogProbs(parts, sources, config.model.vocab_size);
+        UnigramLogProbs(unit->train_->Parts(), config.model.vocab_size);
   }
 
   XLNET_ASSIGN_OR_RETURN(unit->model_,
@@ -292,11 +263,12 @@ StepOutput PlmUnit::TrainStep() {
 }
 
 std::map<std::string, double> PlmUnit::LogValues(int64_t steps_done) {
-  if (blend_ == nullptr) return {};
-  const std::vector<int64_t> tokens = blend_->TokensConsumed(steps_done);
+  if (config_.data.sources.empty()) return {};
+  const std::vector<data::SourcePart> parts = train_->Parts();
+  const std::vector<int64_t> tokens = train_->TokensConsumed(steps_done);
   std::map<std::string, double> out;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    out["tokens_" + blend_->sources()[i].name] = static_cast<double>(tokens[i]);
+    out["tokens_" + parts[i].name] = static_cast<double>(tokens[i]);
   }
   return out;
 }

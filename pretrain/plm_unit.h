@@ -19,8 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
-#include "data_pipeline/blend_sampler.h"
-#include "data_pipeline/sampler.h"
+#include "data_pipeline/batch_source.h"
 #include "model/xlnet.h"
 #include "train/trainer.h"
 
@@ -51,7 +50,7 @@ class PlmUnit : public TrainUnit {
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;
   // With data.sources: "tokens_<name>" -> tokens of that source in the
-  // global batches of steps [0, steps_done) (BlendSampler::TokensConsumed;
+  // global batches of steps [0, steps_done) (BatchSource::TokensConsumed;
   // the same on every rank). Empty for a single --data directory.
   std::map<std::string, double> LogValues(int64_t steps_done) override;
   absl::Status SaveUnitState(
@@ -76,8 +75,6 @@ class PlmUnit : public TrainUnit {
   XLNetLMHeadModel model_{nullptr};
   std::unique_ptr<data::BatchSource> train_;
   std::unique_ptr<data::BatchSource> eval_;
-  // train_ as a blend (data.sources), else null.
-  const data::BlendSampler* blend_ = nullptr;
   int64_t accum_ = 1;
   int64_t micro_ = 0;
   data::PlmBatch current_;

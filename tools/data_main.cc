@@ -202,9 +202,11 @@ absl::Status RunDump(int argc, char** argv) {
   int64_t rank = 0, world_size = 1;
   xlnet::FlagParser flags("xlnet-data dump",
                           "--data DIR --config CFG [--set k=v] --batches N "
-                          "--out F.safetensors [--rank R --world_size W]");
-  flags.AddString("data", &o.data_dir, "directory from xlnet-data prepare");
-  flags.Require("data");
+                          "--out F.safetensors [--rank R --world_size W]\n\n"
+                          "Without --data, the config's data.sources (a "
+                          "blend) give the batches.");
+  flags.AddString("data", &o.data_dir,
+                  "directory from xlnet-data prepare (or data.sources)");
   flags.AddInt("batches", &o.batches, "number of batches");
   flags.AddString("out", &o.out, "safetensors file to write");
   flags.AddInt("rank", &rank, "this rank");
@@ -227,9 +229,10 @@ absl::Status RunInspect(int argc, char** argv) {
   std::vector<std::string> overrides;
   xlnet::FlagParser flags("xlnet-data inspect",
                           "--data DIR --config CFG [--set k=v] [--step S] "
-                          "[--row R]");
-  flags.AddString("data", &o.data_dir, "directory from xlnet-data prepare");
-  flags.Require("data");
+                          "[--row R]\n\nWithout --data, the config's "
+                          "data.sources (a blend) give the sample.");
+  flags.AddString("data", &o.data_dir,
+                  "directory from xlnet-data prepare (or data.sources)");
   flags.AddInt("step", &o.step, "sampler step");
   flags.AddInt("row", &o.row, "global batch row");
   flags.AddString("split", &split, "train or eval");

@@ -1,13 +1,18 @@
-// Blending prepared corpora by weight (#17): identity with one source,
-// weights, determinism, rank slices, resume, token counts, refusals.
+// Blending prepared corpora by weight: identity with one source, weights,
+// determinism, rank slices, resume, token counts, refusals; the batch-source
+// factory and the data commands over a blend.
 #include "data_pipeline/blend_sampler.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_replace.h"
+#include "common/safetensors.h"
+#include "data_pipeline/data_commands.h"
+#include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/shard_format.h"
 #include "tests/data_pipeline/data_test_env.h"
 #include "tests/data_pipeline/sampler_test_util.h"
@@ -241,6 +246,109 @@ TEST(BlendSamplerTest, BadBlendsAreRefusedNamingTheSource) {
                             {"\"uncased\": true", "\"uncased\": false"}});
   expect_error({{DataDir(), 1, "x"}, {other_rules, 1, "cased"}}, 3,
                "data source 'cased'");
+}
+
+TEST(BatchSourceTest, OpenBatchSourceTakesOneOfDataAndSources) {
+  DataConfig d = TinyData();
+  // --data: the single-directory sampler, one unnamed part.
+  auto single = OpenBatchSource(DataDir(), Options(d, 8));
+  ASSERT_TRUE(single.ok()) << single.status();
+  auto reference = Sampler::Create(DataDir(), Options(d, 8));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ExpectBatchesEqual((*single)->Next(), (*reference)->Next());
+  ASSERT_EQ((*single)->Parts().size(), 1u);
+  EXPECT_EQ((*single)->Parts()[0].name, "");
+  EXPECT_EQ((*single)->Parts()[0].weight, 1.0);
+  EXPECT_EQ((*single)->TokensConsumed(5),
+            std::vector<int64_t>{5 * 8 * d.seq_len});
+  const RowOrigin origin = (*single)->Origin(7, 3);
+  EXPECT_EQ(origin.sampler, (*single)->Parts()[0].sampler);
+  EXPECT_EQ(origin.step, 7);
+  // data.sources: the blend of data.source_block_steps blocks.
+  d.sources = TwoSources();
+  d.source_block_steps = 4;
+  auto blend = OpenBatchSource("", Options(d, 8));
+  ASSERT_TRUE(blend.ok()) << blend.status();
+  auto direct = MakeBlend(TwoSources(), Options(d, 8), 4);
+  ASSERT_NE(direct, nullptr);
+  EXPECT_EQ((*blend)->State().fingerprint, direct->State().fingerprint);
+  for (int64_t t = 0; t < 10; ++t) {
+    ExpectBatchesEqual((*blend)->Next(),
+                       direct->BuildBatch(t, direct->local_rows()));
+  }
+  // Exactly one of the two.
+  auto both = OpenBatchSource(DataDir(), Options(d, 8));
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("both --data and data.sources"),
+            std::string::npos);
+  auto neither = OpenBatchSource("", Options(TinyData(), 8));
+  ASSERT_FALSE(neither.ok());
+  EXPECT_NE(neither.status().message().find("no data"), std::string::npos);
+}
+
+TEST(BatchSourceTest, BlendPartsAndOriginsNameTheSources) {
+  const DataConfig d = TinyData();
+  auto blend = MakeBlend(TwoSources(), Options(d, 8), 3);
+  ASSERT_NE(blend, nullptr);
+  const std::vector<SourcePart> parts = blend->Parts();
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].name, "a");
+  EXPECT_EQ(parts[1].name, "blend_b");
+  EXPECT_DOUBLE_EQ(parts[0].weight, 0.75);
+  EXPECT_DOUBLE_EQ(parts[1].weight, 0.25);
+  EXPECT_EQ(parts[0].sampler, &blend->source(0));
+  // A row's origin rebuilds the blend's sample of that row.
+  for (int64_t t : {0L, 5L, 40L}) {
+    for (int64_t row : {0L, 6L}) {
+      const RowOrigin origin = blend->Origin(t, row);
+      int64_t source_step = 0;
+      const int s = blend->SourceOf(t, row, &source_step);
+      EXPECT_EQ(origin.sampler, parts[s].sampler);
+      EXPECT_EQ(origin.step, source_step);
+      EXPECT_EQ(origin.name, parts[s].name);
+      ExpectBatchesEqual(origin.sampler->BuildRow(origin.step, row, nullptr),
+                         blend->BuildBatch(t, {row}));
+    }
+  }
+}
+
+TEST(BatchSourceTest, DumpAndInspectReadABlend) {
+  Config config;
+  config.data = TinyData();
+  config.data.sources = TwoSources();
+  config.data.source_block_steps = 2;
+  config.train.batch_size = 8;
+  DumpOptions o;
+  o.config = config;
+  o.batches = 5;
+  o.out = TempDir() + "/blend_dump.safetensors";
+  std::ostringstream log;
+  ASSERT_TRUE(DumpBatches(o, log).ok());
+  auto file = SafetensorsFile::Open(o.out);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto ids = file->Load("input_ids");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto blend = MakeBlend(TwoSources(), Options(config.data, 8), 2);
+  ASSERT_NE(blend, nullptr);
+  for (int64_t t = 0; t < 5; ++t) {
+    EXPECT_TRUE(torch::equal(
+        (*ids)[t], blend->BuildBatch(t, blend->local_rows()).input_ids))
+        << "step " << t;
+  }
+  EXPECT_EQ(file->metadata().at("sources"), "a,blend_b");
+
+  // Inspect names the source of a row read from the second corpus.
+  int64_t step = 0;
+  while (blend->SourceOf(step, 2, nullptr) != 1) ++step;
+  InspectOptions io;
+  io.config = config;
+  io.step = step;
+  io.row = 2;
+  std::ostringstream out;
+  ASSERT_TRUE(InspectSample(io, out).ok());
+  EXPECT_NE(out.str().find("reads source 'blend_b'"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("factorisation order"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+#include "data_pipeline/batch_source.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "data_pipeline/prefetcher.h"
+
+namespace xlnet::data {
+
+std::string SamplerState::ToString() const {
+  nlohmann::json j = {
+      {"version", 1}, {"step", step}, {"fingerprint", fingerprint}};
+  return j.dump();
+}
+
+absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
+  XLNET_ASSIGN_OR_RETURN(const nlohmann::json j,
+                         ParseJson(text, "sampler state"));
+  if (!j.is_object() || !j.contains("version") || !j.contains("step") ||
+      !j.contains("fingerprint") || !j["fingerprint"].is_string()) {
+    return absl::InvalidArgumentError(
+        "sampler state: needs version, step and fingerprint");
+  }
+  XLNET_ASSIGN_OR_RETURN(
+      const int64_t version,
+      JsonInteger(j["version"], "sampler state: version", 1, INT64_MAX));
+  if (version != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampler state version ", version, " is not supported"));
+  }
+  SamplerState state;
+  XLNET_ASSIGN_OR_RETURN(
+      state.step, JsonInteger(j["step"], "sampler state: step", 0, INT64_MAX));
+  state.fingerprint = j["fingerprint"].get<std::string>();
+  return state;
+}
+
+BatchSource::BatchSource() = default;
+
+BatchSource::~BatchSource() { StopBatches(); }
+
+void BatchSource::StartBatches(const DataConfig& data, std::string fingerprint,
+                               std::string what) {
+  TORCH_CHECK(prefetcher_ == nullptr, "batches already started");
+  fingerprint_ = std::move(fingerprint);
+  what_ = std::move(what);
+  prefetcher_ = std::make_unique<BatchPrefetcher>(
+      [this](int64_t step) { return BuildBatch(step, local_rows()); },
+      data.loader_threads, data.prefetch_batches);
+}
+
+void BatchSource::StopBatches() { prefetcher_.reset(); }
+
+PlmBatch BatchSource::Next() {
+  TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
+  return prefetcher_->Next();
+}
+
+SamplerState BatchSource::State() const {
+  TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
+  return SamplerState{prefetcher_->next_step(), fingerprint_};
+}
+
+absl::Status BatchSource::Restore(const SamplerState& state) {
+  TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
+  if (state.fingerprint != fingerprint_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sampler state was saved with different ", what_, " (fingerprint ",
+        state.fingerprint, ", these batches ", fingerprint_, ")"));
+  }
+  if (state.step < 0) {
+    return absl::InvalidArgumentError("sampler state: negative step");
+  }
+  prefetcher_->Restart(state.step);
+  return absl::OkStatus();
+}
+
+}  // namespace xlnet::data

@@ -1,0 +1,135 @@
+// Where pretraining batches come from: one interface for a single prepared
+// directory (Sampler, sampler.h) and a weighted blend of several
+// (BlendSampler, blend_sampler.h), opened from a config by one factory
+// (OpenBatchSource, open_batch_source.h).
+//
+//   SamplerOptions opts{config.data, config.train.batch_size,
+//                       config.train.seed, rank, world_size};
+//   XLNET_ASSIGN_OR_RETURN(auto source, OpenBatchSource(data_dir, opts));
+//   PlmBatch batch = source->Next();          // [B_local, ...] tensors
+//   SamplerState state = source->State();      // save with a checkpoint
+//   XLNET_RETURN_IF_ERROR(source->Restore(state));  // exact resume
+//
+// A source's batch is a pure function of (step, rows): subclasses supply
+// BuildBatch and the fingerprint; this class hands out the batches of
+// consecutive steps, built ahead on `data.loader_threads` threads up to
+// `data.prefetch_batches` ahead (prefetcher.h), and saves and restores the
+// position. Restore refuses a state whose fingerprint differs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "data_pipeline/plm_batch.h"
+#include "data_pipeline/plm_sample.h"
+#include "data_pipeline/shard_reader.h"
+#include "data_pipeline/tokenizer.h"
+
+namespace xlnet::data {
+
+class BatchPrefetcher;
+class Sampler;
+
+// The exact position of a batch source; small and serialisable.
+struct SamplerState {
+  // The next step Next() returns.
+  int64_t step = 0;
+  // Hash of everything that decides batch contents (seed, global batch,
+  // data config, corpus); Restore refuses a state from another setup.
+  // Rank and world size are not part of it: a state resumes on any world.
+  std::string fingerprint;
+
+  std::string ToString() const;  // one JSON object
+  static absl::StatusOr<SamplerState> FromString(const std::string& text);
+};
+
+struct SamplerOptions {
+  // The data section: batch shapes, masking, loader threads and, for
+  // OpenBatchSource, `sources` and `source_block_steps`.
+  DataConfig data;
+  // Global batch size (all ranks together).
+  int64_t batch_size = 16;
+  // Seeds the streams' epoch offsets, the masking and the blend draws.
+  int64_t seed = 1234;
+  // This rank and the number of ranks; rank k takes its slice of the rows.
+  int rank = 0;
+  int world_size = 1;
+  // Which split of every corpus the batches read.
+  Split split = Split::kTrain;
+  // Verify every shard's content when opening (checksums, ids, flags);
+  // otherwise each shard is verified the first time a batch reads it.
+  bool verify = false;
+};
+
+// One corpus the batches are drawn from.
+struct SourcePart {
+  // Its sampler (owned by the source).
+  const Sampler* sampler = nullptr;
+  // Its share of the rows: data.sources' weight, normalised to sum to 1.
+  double weight = 1.0;
+  // data.sources' name; empty for a single --data directory.
+  std::string name;
+};
+
+// Where one row of one step comes from.
+struct RowOrigin {
+  // The corpus's sampler, and the step of that sampler whose batch holds
+  // the row (the blend's step counted in that source's own stream).
+  const Sampler* sampler = nullptr;
+  int64_t step = 0;
+  // data.sources' name; empty for a single --data directory.
+  std::string name;
+};
+
+class BatchSource {
+ public:
+  virtual ~BatchSource();
+  BatchSource(const BatchSource&) = delete;
+  BatchSource& operator=(const BatchSource&) = delete;
+
+  // The next batch of this rank (BuildBatch(State().step, local_rows())).
+  PlmBatch Next();
+  SamplerState State() const;
+  // Continues from `state` (what was built ahead is dropped); refuses a
+  // state saved with other data or settings.
+  absl::Status Restore(const SamplerState& state);
+
+  // The batch of `step` for the given global rows (any rows; used by
+  // Next, tests and tools). Thread-safe.
+  virtual PlmBatch BuildBatch(int64_t step,
+                              const std::vector<int64_t>& rows) const = 0;
+  // Rows of this rank, in batch order (global row indices).
+  virtual const std::vector<int64_t>& local_rows() const = 0;
+  // The tokenizer the shards were made with (the same for every corpus).
+  virtual const Tokenizer& tokenizer() const = 0;
+  // The corpora, in data.sources order (one for a single directory).
+  virtual std::vector<SourcePart> Parts() const = 0;
+  // Tokens each part contributed to the global batches of steps
+  // [0, steps): row-steps read from it times seq_len. Exact for any steps.
+  virtual std::vector<int64_t> TokensConsumed(int64_t steps) const = 0;
+  // The corpus and its step that global `row` of `step` reads.
+  virtual RowOrigin Origin(int64_t step, int64_t row) const = 0;
+
+ protected:
+  BatchSource();
+  // Starts handing out batches from step 0. Call once, last in a
+  // subclass's Create (BuildBatch must work); `what` names the settings
+  // the fingerprint covers, for Restore's error.
+  void StartBatches(const DataConfig& data, std::string fingerprint,
+                    std::string what);
+  // Stops the prefetching workers. A subclass's destructor calls it first,
+  // before the members its BuildBatch reads go.
+  void StopBatches();
+
+ private:
+  std::string fingerprint_;
+  std::string what_;
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
+};
+
+}  // namespace xlnet::data
