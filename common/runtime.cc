@@ -68,34 +68,6 @@ int ConfigureThreads(int64_t threads) {
   return torch::get_num_threads();
 }
 
-absl::StatusOr<torch::Device> ParseDevice(const std::string& name) {
-  torch::Device device(torch::kCPU);
-  try {
-    device = torch::Device(name);
-  } catch (const std::exception&) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device '", name, "' is not one of cpu, cuda, cuda:N"));
-  }
-  if (device.is_cuda()) {
-    if (!torch::cuda::is_available()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device '", name,
-          "' requested but this LibTorch has no usable CUDA (build against a "
-          "CUDA LibTorch, or use train.device=cpu)"));
-    }
-    if (device.has_index() &&
-        device.index() >= static_cast<int>(torch::cuda::device_count())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("device '", name, "' but only ",
-                       torch::cuda::device_count(), " CUDA devices exist"));
-    }
-  } else if (!device.is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device '", name, "' is not one of cpu, cuda, cuda:N"));
-  }
-  return device;
-}
-
 std::string BlasDescription() {
   // LibTorch calls sgemm_ through libblas.so.3, which Debian's alternatives
   // point at OpenBLAS or the (many times slower) reference BLAS. Report the

@@ -21,10 +21,6 @@ int64_t CapThreads(int64_t requested, const std::string& key);
 // MemAvailable, or less under a cgroup v2 memory limit.
 uint64_t AvailableMemoryBytes();
 
-// Parses "cpu", "cuda" or "cuda:N" and checks the device is usable in this
-// build (a CPU-only LibTorch refuses "cuda" with a clear error).
-absl::StatusOr<torch::Device> ParseDevice(const std::string& name);
-
 // Which BLAS LibTorch calls on this machine, e.g. "OpenBLAS 0.3.21 ... OpenMP"
 // or "reference BLAS (slow: install libopenblas0-openmp)".
 std::string BlasDescription();

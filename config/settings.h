@@ -70,6 +70,12 @@ enum class AnswerClassStart {
   kHf,        // the gold start's hidden state, as HF
 };
 
+// train.device's kind: "cpu" or "cuda" (DeviceSetting adds "cuda:N").
+enum class DeviceKind {
+  kCpu,   // the host
+  kCuda,  // a CUDA GPU
+};
+
 // One name table per enum: every value once, with its name in configs,
 // flags and messages.
 template <typename E>
@@ -125,6 +131,14 @@ struct EnumTable<AnswerClassStart> {
           {AnswerClassStart::kOfficial, "official"},
           {AnswerClassStart::kHf, "hf"},
       }};
+};
+
+template <>
+struct EnumTable<DeviceKind> {
+  static constexpr std::array<std::pair<DeviceKind, const char*>, 2> kNames{{
+      {DeviceKind::kCpu, "cpu"},
+      {DeviceKind::kCuda, "cuda"},
+  }};
 };
 
 // Whether E is an enumerated setting (has an EnumTable).
@@ -184,6 +198,47 @@ absl::StatusOr<E> ParseEnumSetting(std::string_view what,
   return absl::InvalidArgumentError(
       absl::StrCat(std::string(what), ": must be one of ", EnumNameList<E>(),
                    " (got '", got, "')", DidYouMean(got, EnumNames<E>())));
+}
+
+// train.device (and the tools' --device) parsed: a DeviceKind and, for
+// "cuda:N", the index. Whether the device exists is the runtime's question
+// (ParseDevice, model/precision.h).
+struct DeviceSetting {
+  DeviceKind kind = DeviceKind::kCpu;
+  // N of "cuda:N"; -1 = no index ("cuda": one GPU per local rank).
+  int index = -1;
+
+  bool is_cuda() const { return kind == DeviceKind::kCuda; }
+};
+
+// "cpu", "cuda" or "cuda:N" as a DeviceSetting, or an InvalidArgument
+// "must be cpu, cuda or cuda:N (got 'x')" (the caller names the key or
+// flag).
+inline absl::StatusOr<DeviceSetting> ParseDeviceSetting(std::string_view text) {
+  DeviceSetting setting;
+  const std::string_view cuda = EnumName(DeviceKind::kCuda);
+  if (const std::optional<DeviceKind> kind = ParseEnum<DeviceKind>(text)) {
+    setting.kind = *kind;
+    return setting;
+  }
+  const bool indexed =
+      text.size() > cuda.size() + 1 && text.size() <= cuda.size() + 4 &&
+      text.substr(0, cuda.size()) == cuda && text[cuda.size()] == ':';
+  bool digits = indexed;
+  for (size_t i = cuda.size() + 1; indexed && i < text.size(); ++i) {
+    digits = digits && text[i] >= '0' && text[i] <= '9';
+  }
+  if (!digits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("must be ", EnumNameList<DeviceKind>(), " or ",
+                     std::string(cuda), ":N (got '", std::string(text), "')"));
+  }
+  setting.kind = DeviceKind::kCuda;
+  setting.index = 0;
+  for (size_t i = cuda.size() + 1; i < text.size(); ++i) {
+    setting.index = setting.index * 10 + (text[i] - '0');
+  }
+  return setting;
 }
 
 }  // namespace xlnet

@@ -166,15 +166,6 @@ std::optional<Problem> CheckData(const DataConfig& d) {
   return c.problem();
 }
 
-bool IsDevice(const std::string& d) {
-  if (d == "cpu" || d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
-  for (size_t i = 5; i < d.size(); ++i) {
-    if (d[i] < '0' || d[i] > '9') return false;
-  }
-  return true;
-}
-
 std::optional<Problem> CheckTrain(const TrainConfig& t) {
   Checker c("train");
   c.Check(t.batch_size > 0, "batch_size",
@@ -212,22 +203,24 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
   c.Check(t.patience_min_delta >= 0 && std::isfinite(t.patience_min_delta),
           "patience_min_delta", "must be a finite number >= 0");
   c.Check(t.keep_checkpoints >= 0, "keep_checkpoints", "must be >= 0");
-  c.Check(IsDevice(t.device), "device",
-          "must be cpu, cuda or cuda:N (got '" + t.device + "')");
-  c.Check(t.dtype != Dtype::kFp16 || t.device.rfind("cuda", 0) == 0, "dtype",
+  const absl::StatusOr<DeviceSetting> device = ParseDeviceSetting(t.device);
+  c.Check(device.ok(), "device",
+          device.ok() ? "" : std::string(device.status().message()));
+  const bool cuda = device.ok() && device->is_cuda();
+  c.Check(t.dtype != Dtype::kFp16 || cuda, "dtype",
           "fp16 needs device cuda (use bf16 on cpu)");
   c.Check(t.threads >= 0, "threads", "must be >= 0 (0 = all cores)");
-  c.Check(t.attention != AttentionImpl::kTiled || t.device == "cpu",
-          "attention",
+  c.Check(t.attention != AttentionImpl::kTiled || !cuda, "attention",
           "'tiled' is the CPU implementation (device cuda: 'cuda' or "
           "'unfused')");
-  c.Check(t.attention != AttentionImpl::kCuda || t.device.rfind("cuda", 0) == 0,
-          "attention", "'cuda' needs device cuda ('tiled' on cpu)");
+  c.Check(t.attention != AttentionImpl::kCuda || cuda, "attention",
+          "'cuda' needs device cuda ('tiled' on cpu)");
   c.Check(t.max_bad_steps >= 1, "max_bad_steps", "must be >= 1");
   c.Check(t.dist_timeout_s >= 1, "dist_timeout_s", "must be >= 1");
   c.Check(t.ranks_per_device >= 1 && t.ranks_per_device <= 64,
           "ranks_per_device", "must be in [1, 64]" + Got(t.ranks_per_device));
-  c.Check(t.ranks_per_device == 1 || t.device == "cuda", "ranks_per_device",
+  c.Check(t.ranks_per_device == 1 || (cuda && device->index < 0),
+          "ranks_per_device",
           "above 1 applies to device cuda (got '" + t.device + "')");
   return c.problem();
 }

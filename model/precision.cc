@@ -57,6 +57,30 @@ void SetAutocastDtype(bool cuda, torch::ScalarType dtype) {
 
 }  // namespace
 
+absl::StatusOr<torch::Device> ParseDevice(const std::string& name) {
+  const absl::StatusOr<DeviceSetting> setting = ParseDeviceSetting(name);
+  if (!setting.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device: ", setting.status().message()));
+  }
+  if (!setting->is_cuda()) return torch::Device(torch::kCPU);
+  if (!torch::cuda::is_available()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device '", name,
+        "' requested but this LibTorch has no usable CUDA (build against a "
+        "CUDA LibTorch, or use train.device=cpu)"));
+  }
+  if (setting->index >= static_cast<int>(torch::cuda::device_count())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("device '", name, "' but only ",
+                     torch::cuda::device_count(), " CUDA devices exist"));
+  }
+  return setting->index < 0
+             ? torch::Device(torch::kCUDA)
+             : torch::Device(torch::kCUDA,
+                             static_cast<int16_t>(setting->index));
+}
+
 torch::ScalarType ScalarTypeOf(Dtype dtype) {
   switch (dtype) {
     case Dtype::kFp32:

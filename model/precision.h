@@ -10,13 +10,22 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "config/settings.h"
 
 namespace xlnet {
 
 // The tensor type of a train.dtype / --dtype setting.
 torch::ScalarType ScalarTypeOf(Dtype dtype);
+
+// The device of train.device (or a tool's --device): "cpu", "cuda" or
+// "cuda:N" (ParseDeviceSetting, config/settings.h), checked to be usable in
+// this build and on this machine (a CPU-only LibTorch refuses "cuda" with a
+// clear error).
+absl::StatusOr<torch::Device> ParseDevice(const std::string& name);
 
 // OK when `dtype` (kFloat, kBFloat16, kHalf) can run on `device`: fp16 is
 // CUDA only (CPU autocast supports bf16).

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "config/config.h"
+#include "model/attention_types.h"
 
 namespace xlnet {
 
@@ -31,18 +32,6 @@ torch::Tensor RelShiftAt(const torch::Tensor& x, const torch::Tensor& query_pos,
 torch::Tensor RelativePositionalEncoding(int64_t qlen, int64_t klen,
                                          int64_t d_model, int64_t clamp_len,
                                          bool bi_data, torch::Device device);
-
-// Everything the attention core needs besides the projected heads, for Lq
-// queries (Lq = L for the content stream, P or L for the query stream).
-struct AttentionBias {
-  // [B, 1, Lq, K] bool, true = may NOT attend; undefined = no masking.
-  torch::Tensor mask;
-  // [B, 1, Lq, K] bool, true = different segment; undefined = no ef term.
-  torch::Tensor seg_diff;
-  // [B, Lq] int64 query positions for RelShiftAt; undefined = RelShift
-  // (queries are positions 0..L-1 in order).
-  torch::Tensor query_pos;
-};
 
 // softmax(((q + r_w) k^T + shift((q + r_r) k_r^T) + ef) / sqrt(Dh)) v.
 // q [B, H, Lq, Dh], k/v [B, H, K, Dh], k_r [B or 1, H, R, Dh], biases [H, Dh],

@@ -795,6 +795,7 @@ torch::Tensor FusedRelativeAttention(
               tiles.query, ", ", tiles.key);
   if (qw.is_cuda()) {
 #ifdef XLNET_CUDA_ATTENTION
+    CheckFusedAttentionInputs(qw, qr, k, v, k_r, seg, bias, qlen);
     return CudaFusedRelativeAttention(qw, qr, k, v, k_r, seg, bias, qlen, scale,
                                       dropout);
 #else

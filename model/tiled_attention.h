@@ -21,37 +21,12 @@
 #include <string>
 
 #include "config/settings.h"
-#include "model/relative_attention.h"
+#include "model/attention_types.h"
 
 namespace xlnet {
 
-// Which attention core the model runs: AttentionImpl (config/settings.h,
-// train.attention).
-
 // Whether this build contains the CUDA kernel (XLNET_WITH_CUDA=ON).
 bool CudaAttentionCompiled();
-
-// Tile sizes of the CPU implementation (the CUDA kernel has its own).
-struct AttentionTiles {
-  // Query rows per tile.
-  int64_t query = 64;
-  // Keys per tile; 0 = all K keys in one tile.
-  int64_t key = 0;
-};
-
-struct AttentionOptions {
-  AttentionImpl impl = AttentionImpl::kUnfused;
-  AttentionTiles tiles;
-};
-
-// Dropout of the attention probabilities from the counter-based generator in
-// model/philox.h: element (b, h, i, j) is kept iff its draw from (seed,
-// offset) falls below (1 - p); kept values are scaled by 1 / (1 - p).
-struct AttentionDropout {
-  double p = 0;  // drop probability in [0, 1); 0 = no dropout
-  uint64_t seed = 0;
-  uint64_t offset = 0;
-};
 
 // The fused op on projected inputs, all of one floating dtype:
 //   qw = q + r_w_bias, qr = q + r_r_bias  [B, H, Lq, Dh]

@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
+#include "model/precision.h"
 #include "train/launcher.h"
 #include "train/trainer.h"
 

@@ -194,7 +194,6 @@ torch::Tensor CudaFusedRelativeAttention(
     const torch::Tensor& v, const torch::Tensor& k_r, const torch::Tensor& seg,
     const AttentionBias& bias, int64_t qlen, double scale,
     const AttentionDropout& dropout) {
-  CheckFusedAttentionInputs(qw, qr, k, v, k_r, seg, bias, qlen);
   TORCH_CHECK(qw.size(3) <= ca::kMaxHeadSize, "cuda attention: head size ",
               qw.size(3), " > ", ca::kMaxHeadSize);
   for (const auto* t : {&bias.mask, &bias.seg_diff, &bias.query_pos}) {

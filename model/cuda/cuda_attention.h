@@ -10,15 +10,16 @@
 
 #include <torch/torch.h>
 
-#include "model/tiled_attention.h"
+#include "model/attention_types.h"
 
 namespace xlnet {
 
 // FusedRelativeAttention's contract (tiled_attention.h) for CUDA tensors of
-// dtype fp32, fp16 or bf16, head size <= 128. Dropout uses the same Philox
-// stream as the CPU path, so with equal seeds both drop the same elements.
-// Query positions within one block of 16 rows must span few enough
-// positions for the k_r band to fit in shared memory (any sorted
+// dtype fp32, fp16 or bf16, head size <= 128; FusedRelativeAttention, its
+// one caller, has checked the inputs (CheckFusedAttentionInputs). Dropout uses
+// the same Philox stream as the CPU path, so with equal seeds both drop the
+// same elements. Query positions within one block of 16 rows must span few
+// enough positions for the k_r band to fit in shared memory (any sorted
 // target_mapping does); otherwise a TORCH_CHECK says so.
 torch::Tensor CudaFusedRelativeAttention(
     const torch::Tensor& qw, const torch::Tensor& qr, const torch::Tensor& k,

@@ -214,12 +214,42 @@ TEST(SettingsTest, EveryTableNamesEachValueOnce) {
   ExpectTableRoundTrips<BadRowPolicy>(2);
   ExpectTableRoundTrips<LongInputs>(2);
   ExpectTableRoundTrips<AnswerClassStart>(2);
+  ExpectTableRoundTrips<DeviceKind>(2);
   EXPECT_EQ(EnumNameList<Dtype>(), "fp32, bf16, fp16");
   auto parsed = ParseEnumSetting<AttentionImpl>("--impls", "sdpaa");
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(std::string(parsed.status().message()),
             "--impls: must be one of unfused, tiled, cuda, sdpa (got 'sdpaa') "
             "(did you mean 'sdpa'?)");
+}
+
+// train.device: a DeviceKind and, for cuda:N, the index; anything else is
+// refused with the forms it may take.
+TEST(SettingsTest, DeviceSettingsParse) {
+  auto cpu = ParseDeviceSetting("cpu");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->kind, DeviceKind::kCpu);
+  EXPECT_FALSE(cpu->is_cuda());
+  auto cuda = ParseDeviceSetting("cuda");
+  ASSERT_TRUE(cuda.ok());
+  EXPECT_TRUE(cuda->is_cuda());
+  EXPECT_EQ(cuda->index, -1);
+  auto third = ParseDeviceSetting("cuda:13");
+  ASSERT_TRUE(third.ok());
+  EXPECT_TRUE(third->is_cuda());
+  EXPECT_EQ(third->index, 13);
+  for (const char* bad : {"", "tpu", "cuda:", "cuda:x", "cuda:-1", "cpu:0",
+                          "cuda:99999", "CUDA", "cuda 0"}) {
+    auto parsed = ParseDeviceSetting(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(std::string(parsed.status().message()),
+              absl::StrCat("must be cpu, cuda or cuda:N (got '", bad, "')"));
+  }
+  // In a config: the file and line, then the forms.
+  auto config = ParseConfig("train:\n  device: cuda:x\n", "d.yaml");
+  EXPECT_EQ(Message(config.status()),
+            "d.yaml:2: train.device: must be cpu, cuda or cuda:N (got "
+            "'cuda:x')");
 }
 
 // Enumerated keys read from YAML and --set, are written back by name, and

@@ -17,6 +17,7 @@
 
 #include "model/philox.h"
 #include "model/precision.h"
+#include "model/relative_attention.h"
 #include "model/sdpa_attention.h"
 #include "tests/model/test_util.h"
 
