@@ -515,7 +515,12 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
     best_dir = result.best_dir;
     if (rank == 0) {
       XLOG(INFO) << "finished " << result.steps << " steps"
-                 << (result.early_stopped ? " (early stopping)" : "") << "; "
+                 << (result.early_stopped ? " (early stopping)" : "")
+                 << (result.skipped_steps > 0
+                         ? absl::StrCat(", ", result.skipped_steps,
+                                        " skipped as non-finite")
+                         : "")
+                 << "; "
                  << (best_dir.empty()
                          ? absl::StrCat("last checkpoint ",
                                         result.last_checkpoint)

@@ -185,11 +185,22 @@ absl::Status CheckpointManager::Save(int64_t step,
       }));
   if (keep_ > 0) {
     std::vector<int64_t> steps = ListSteps();
+    const std::optional<int64_t> last_good =
+        keep_newest_before_ ? NewestBefore(*keep_newest_before_) : std::nullopt;
     for (size_t i = 0; i + keep_ < steps.size(); ++i) {
+      if (steps[i] == last_good) continue;
       XLNET_RETURN_IF_ERROR(RemoveAllAtomically(StepDir(steps[i])));
     }
   }
   return absl::OkStatus();
+}
+
+std::optional<int64_t> CheckpointManager::NewestBefore(int64_t step) const {
+  std::optional<int64_t> newest;
+  for (int64_t s : ListSteps()) {
+    if (s < step) newest = s;
+  }
+  return newest;
 }
 
 absl::Status CheckpointManager::CheckFreeSpace(int64_t step) const {

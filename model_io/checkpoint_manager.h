@@ -53,7 +53,7 @@ class CheckpointManager {
 
   // Writes step_<step>/ atomically (replacing one of the same step), then
   // removes checkpoints beyond `keep` (each atomically: never visible half
-  // removed).
+  // removed), except the one set_keep_newest_before protects.
   //
   // Before writing anything it removes stale temporaries (the hidden
   // `.*.tmp-*` leftovers of a save that was killed), so that a crash on a
@@ -78,6 +78,18 @@ class CheckpointManager {
     free_bytes_ = std::move(free_bytes);
   }
 
+  // Pruning also keeps the newest checkpoint whose step is below `step`,
+  // beside the newest `keep`: a run's last good state from before its first
+  // non-finite step, so that however many checkpoints a diverged run (and
+  // its restarts) saves, that one is never pruned. nullopt (the default):
+  // only the newest `keep`.
+  void set_keep_newest_before(std::optional<int64_t> step) {
+    keep_newest_before_ = step;
+  }
+  // The newest checkpoint whose step is below `step` (present, verified or
+  // not), nullopt when there is none.
+  std::optional<int64_t> NewestBefore(int64_t step) const;
+
   // Steps of the checkpoints present (verified or not), ascending.
   std::vector<int64_t> ListSteps() const;
 
@@ -94,6 +106,8 @@ class CheckpointManager {
 
   std::string checkpoints_dir_;
   int64_t keep_;
+  // Set by set_keep_newest_before.
+  std::optional<int64_t> keep_newest_before_;
   FreeBytesFunction free_bytes_;
 };
 

@@ -44,9 +44,11 @@ inline constexpr char kMetricsFile[] = "metrics.jsonl";
 // CheckpointManager; named by the run directory checks.
 inline constexpr char kCheckpointsDir[] = "checkpoints";
 
-// The step, loss scale and early-stopping count of a checkpoint, in each
-// RUN/checkpoints/step_N/ (not in RUN/ itself). Written by Trainer::Save;
-// read on resume and by export (the steps trained).
+// The step, loss scale, early-stopping count and non-finite step counts
+// (bad_in_a_row, bad_steps, first_bad_step: the divergence guard's) of a
+// checkpoint, in each RUN/checkpoints/step_N/ (not in RUN/ itself).
+// Written by Trainer::Save; read on resume and by export (the steps
+// trained).
 inline constexpr char kTrainerStateFile[] = "trainer_state.json";
 
 // RUN/best/: the model directory of the best evaluation so far, with

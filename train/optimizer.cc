@@ -152,6 +152,19 @@ double GlobalGradNorm(const NamedTensors& params) {
   return torch::stack(norms).pow(2).sum().sqrt().item<double>();
 }
 
+bool AllFinite(const NamedTensors& tensors) {
+  torch::NoGradGuard no_grad;
+  // Combined on the device (a no-op .to for tensors on the first one's
+  // device), so only the final item() waits for it.
+  torch::Tensor all;
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined() || !t.is_floating_point()) continue;
+    torch::Tensor finite = torch::isfinite(t).all();
+    all = all.defined() ? all.logical_and(finite.to(all.device())) : finite;
+  }
+  return !all.defined() || all.item<bool>();
+}
+
 double ClipGradNorm(const NamedTensors& params, double max_norm, double scale) {
   const double norm = GlobalGradNorm(params) * scale;
   double factor = scale;

@@ -72,6 +72,10 @@ class AdamW {
 // tensor's norm in its own dtype, summed in fp64).
 double GlobalGradNorm(const NamedTensors& params);
 
+// Whether every element of every floating-point tensor is finite. One host
+// sync for all of them (each tensor reduced on its device first).
+bool AllFinite(const NamedTensors& tensors);
+
 // Multiplies gradients by `scale` and then clips their global norm to
 // `max_norm` (0 = no clip), in one pass over the gradients. Returns the norm
 // after scaling, before clipping.

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -59,6 +60,11 @@ struct TrainerState {
   // Early stopping's count (absent in checkpoints older than train.patience:
   // 0).
   int64_t evals_without_improvement = 0;
+  // The divergence guard's counts (absent in older checkpoints: 0): bad
+  // steps in a row at this step, all of them, and the first (0: none).
+  int64_t bad_in_a_row = 0;
+  int64_t bad_steps = 0;
+  int64_t first_bad_step = 0;
 };
 
 // `key` of `state` as an integer >= `min` (`fallback` when absent and not
@@ -122,6 +128,24 @@ absl::StatusOr<TrainerState> ReadTrainerState(const std::string& dir) {
                          IntField(j, "loss_scale_growth_tracker", path, 0, 0));
   XLNET_ASSIGN_OR_RETURN(state.evals_without_improvement,
                          IntField(j, "evals_without_improvement", path, 0, 0));
+  XLNET_ASSIGN_OR_RETURN(state.bad_steps, IntField(j, "bad_steps", path, 0, 0));
+  XLNET_ASSIGN_OR_RETURN(state.bad_in_a_row,
+                         IntField(j, "bad_in_a_row", path, 0, 0));
+  XLNET_ASSIGN_OR_RETURN(state.first_bad_step,
+                         IntField(j, "first_bad_step", path, 0, 0));
+  // Every bad step was skipped; the first lies within the steps run and
+  // is there exactly when some step was bad.
+  if (state.bad_steps > state.skipped_steps ||
+      state.bad_in_a_row > state.bad_steps ||
+      state.first_bad_step > state.step ||
+      (state.bad_steps > 0) != (state.first_bad_step > 0)) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": bad_in_a_row ", state.bad_in_a_row, ", bad_steps ",
+        state.bad_steps, ", first_bad_step ", state.first_bad_step,
+        ": need bad_in_a_row <= bad_steps <= skipped_steps (",
+        state.skipped_steps, "), first_bad_step <= step (", state.step,
+        ") and first_bad_step > 0 exactly when bad_steps > 0"));
+  }
   return state;
 }
 
@@ -227,6 +251,9 @@ absl::Status Trainer::CheckRunLock(const std::string& what) const {
 }
 
 absl::Status Trainer::Save(int64_t step) {
+  // Never a checkpoint of non-finite weights (on every rank, before anything
+  // is written).
+  XLNET_RETURN_IF_ERROR(CheckWeights());
   std::map<std::string, NamedTensors> files;
   XLNET_RETURN_IF_ERROR(unit_->SaveUnitState(rank(), &files));
   files[RngFile(rank())] = {{"cpu", CpuRngState()}};
@@ -253,7 +280,10 @@ absl::Status Trainer::Save(int64_t step) {
         {"step", step},
         {"skipped_steps", skipped_},
         {"world_size", world_size()},
-        {"evals_without_improvement", evals_without_improvement_}};
+        {"evals_without_improvement", evals_without_improvement_},
+        {"bad_in_a_row", bad_in_a_row_},
+        {"bad_steps", bad_steps_}};
+    if (first_bad_step_ > 0) state["first_bad_step"] = first_bad_step_;
     if (scaler_) {
       state["loss_scale"] = scaler_->scale();
       state["loss_scale_growth_tracker"] = scaler_->growth_tracker();
@@ -280,6 +310,10 @@ absl::Status Trainer::Restore(const std::string& dir, bool verified) {
   step_ = state.step;
   skipped_ = state.skipped_steps;
   evals_without_improvement_ = state.evals_without_improvement;
+  bad_in_a_row_ = state.bad_in_a_row;
+  bad_steps_ = state.bad_steps;
+  first_bad_step_ = state.first_bad_step;
+  if (first_bad_step_ > 0) checkpoints_.set_keep_newest_before(first_bad_step_);
   if (scaler_ && state.loss_scale) {
     XLNET_RETURN_IF_ERROR(Annotate(
         scaler_->Restore(*state.loss_scale, state.loss_scale_growth_tracker),
@@ -347,6 +381,9 @@ absl::Status Trainer::EvaluateAndKeepBest() {
     ++evals_without_improvement_;
   }
   if (!better) return absl::OkStatus();
+  // RUN/best is never written from non-finite weights (whose evaluation can
+  // still give a finite accuracy). Every rank takes this branch.
+  XLNET_RETURN_IF_ERROR(CheckWeights());
   best_value_ = value;
   if (rank() == 0) XLNET_RETURN_IF_ERROR(SaveBest(eval));
   return absl::OkStatus();
@@ -424,12 +461,14 @@ absl::Status Trainer::Prepare() {
       }
     }
   }
+  // The checkpoint resumed from ("" when none).
+  std::string restored;
   if (options_.resume == "latest") {
     XLNET_ASSIGN_OR_RETURN(const int64_t step, LatestValidStep());
     if (step >= 0) {
+      restored = checkpoints_.StepDir(step);
       // Rank 0 verified it; the others check what they read themselves.
-      XLNET_RETURN_IF_ERROR(
-          Restore(checkpoints_.StepDir(step), /*verified=*/rank() == 0));
+      XLNET_RETURN_IF_ERROR(Restore(restored, /*verified=*/rank() == 0));
     } else {
       // No checkpoint yet (a first start, or one that died before its first
       // save): a fresh run, without what a dead attempt logged.
@@ -440,9 +479,74 @@ absl::Status Trainer::Prepare() {
       XLNET_RETURN_IF_ERROR(TruncateMetricsAfter(0));
     }
   } else if (!options_.resume.empty()) {
-    XLNET_RETURN_IF_ERROR(Restore(options_.resume, /*verified=*/false));
+    restored = options_.resume;
+    XLNET_RETURN_IF_ERROR(Restore(restored, /*verified=*/false));
   }
+  // Once, before the first step: training from non-finite weights (a
+  // checkpoint an older version saved from a diverged run, or a broken
+  // model directory) only produces skipped steps.
+  XLNET_ASSIGN_OR_RETURN(const bool finite, WeightsFiniteOnAllRanks());
+  if (!finite && restored.empty()) {
+    return absl::InvalidArgumentError(
+        "the starting weights (the model directory or the initialization) "
+        "are not finite; nothing was trained");
+  }
+  if (!finite) {
+    return absl::DataLossError(absl::StrCat(
+        restored,
+        ": its weights are not finite (saved from a diverged run); nothing "
+        "was trained. Resume from an older checkpoint (--resume ",
+        checkpoints_.checkpoints_dir(), "/step_N) with a lower train.lr"));
+  }
+  weights_finite_at_ = step_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Trainer::WeightsFiniteOnAllRanks() {
+  double bad = 0;
+  XLNET_RETURN_IF_ERROR(CatchExceptions("checking the weights", [&]() {
+    bad = AllFinite(unit_->StateDict()) ? 0 : 1;
+    if (group_ && world_size() > 1) {
+      std::vector<torch::Tensor> t = {torch::tensor({bad}, torch::kFloat64)};
+      group_->AllReduceSum(t);
+      bad = t[0][0].item<double>();
+    }
+    return absl::OkStatus();
+  }));
+  return bad == 0;
+}
+
+absl::Status Trainer::CheckWeights() {
+  if (weights_finite_at_ == step_) return absl::OkStatus();
+  XLNET_ASSIGN_OR_RETURN(const bool finite, WeightsFiniteOnAllRanks());
+  if (finite) {
+    weights_finite_at_ = step_;
+    return absl::OkStatus();
+  }
+  // An update cannot be undone without a copy of the weights, so the run
+  // stops here, before any save.
+  return absl::InternalError(absl::StrCat(
+      "step ", step_, ": the weights are not finite (they were after step ",
+      weights_finite_at_,
+      "; an optimizer update since made them so, e.g. a learning rate too "
+      "large for the dtype); nothing was saved from them. ",
+      RecoveryAdvice(weights_finite_at_ + 1)));
+}
+
+std::string Trainer::RecoveryAdvice(int64_t before) const {
+  if (first_bad_step_ > 0) before = std::min(before, first_bad_step_);
+  const std::optional<int64_t> good = checkpoints_.NewestBefore(before);
+  const std::string fixes =
+      "a lower train.lr, a smaller train.clip or train.dtype=fp32, or check "
+      "the data";
+  if (!good) {
+    return absl::StrCat("No checkpoint precedes step ", before,
+                        ": start over with ", fixes, ".");
+  }
+  const std::string dir = checkpoints_.StepDir(*good);
+  return absl::StrCat("The last good checkpoint is ", dir,
+                      ": resume from it (--resume ", dir, ") with ", fixes,
+                      ".");
 }
 
 absl::StatusOr<int64_t> Trainer::LatestValidStep() {
@@ -497,6 +601,14 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   const int64_t accum = train.grad_accum_steps;
   const auto step_start = std::chrono::steady_clock::now();
   StepRecord r;
+  r.lr = ScheduledLearningRate(train, step_);
+  if (!std::isfinite(r.lr)) {
+    // Validation refuses a non-finite train.lr; this guards the schedule
+    // and options built in code. Skipping cannot help: every step has it.
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", step_ + 1, ": the learning rate is ", r.lr,
+                     " (train.lr ", train.lr, "); stopped before the update"));
+  }
   double loss_sum = 0, normalizer = 0;
   int64_t tokens = 0;
   XLNET_RETURN_IF_ERROR(
@@ -549,7 +661,6 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   r.grad_norm =
       ClipGradNorm(params_, train.clip,
                    world_size() / (std::max(r.normalizer, 1e-12) * loss_scale));
-  r.lr = ScheduledLearningRate(train, step_);
   r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
   // With loss scaling, an overflow while the scale can still back off is
   // calibration, not a bad step (LossScaler::CountsAsBadStep).
@@ -557,11 +668,27 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
       !r.finite &&
       (!scaler_ || scaler_->CountsAsBadStep(std::isfinite(r.loss)));
   if (r.finite) {
-    optimizer_->Step(r.lr);
+    // LibTorch throws when a step's rate does not fit the weights' dtype
+    // (e.g. 1e300 for fp32 weights): an error, not an exception out of Run.
+    const std::string context =
+        absl::StrCat("step ", step_ + 1, ": the optimizer update at rate ",
+                     r.lr, " (nothing is saved after it)");
+    XLNET_RETURN_IF_ERROR(CatchExceptions(context, [&]() {
+      optimizer_->Step(r.lr);
+      return absl::OkStatus();
+    }));
     bad_in_a_row_ = 0;
   } else {
     ++skipped_;
-    if (bad) ++bad_in_a_row_;
+    if (bad) {
+      ++bad_in_a_row_;
+      ++bad_steps_;
+      if (first_bad_step_ == 0) {
+        // From now on pruning keeps the last checkpoint from before it.
+        first_bad_step_ = step_ + 1;
+        checkpoints_.set_keep_newest_before(first_bad_step_);
+      }
+    }
     if (bad || !scaler_) {
       XLOG(WARNING) << "step " << step_ + 1
                     << ": non-finite loss or gradient (loss " << r.loss
@@ -640,7 +767,6 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   run_start_ = std::chrono::steady_clock::now();
   start_step_ = step_;
   window_ = LogWindow();
-  bad_in_a_row_ = 0;
   unit_->SetTraining(true);
   if (StopRequestedOnAnyRank()) {
     // Asked to stop while starting up: nothing new to save.
@@ -674,14 +800,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       options_.on_step({step_, r.seconds, r.tokens, r.loss, !r.finite});
     }
     XLNET_RETURN_IF_ERROR(Log(r));
-    if (bad_in_a_row_ >= train.max_bad_steps) {
-      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
-      return absl::InternalError(absl::StrCat(
-          bad_in_a_row_, " non-finite steps in a row (train.max_bad_steps=",
-          train.max_bad_steps, "); stopped at step ", step_, " and saved ",
-          checkpoints_.StepDir(step_),
-          ". Lower train.lr, check the data, or use train.dtype=fp32."));
-    }
+    XLNET_RETURN_IF_ERROR(GuardAfterStep(r));
     if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
       XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
       // Every rank evaluates the same numbers (TrainUnit::Evaluate), so
@@ -716,23 +835,67 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       last_saved = step_;
     }
   }
+  XLNET_RETURN_IF_ERROR(Finish(last_saved, &result));
+  return result;
+}
+
+absl::Status Trainer::GuardAfterStep(const StepRecord& r) {
+  const TrainConfig& train = options_.train;
+  // The weights are checked every log_steps (a cadence, not every step: on
+  // a GPU each check is a host sync, and the finiteness pass reads every
+  // weight), after every skipped step (non-finite weights make every later
+  // loss non-finite, so skipping cannot help; such steps are rare) and, in
+  // Save and Finish, before every save and at the end. Non-finite weights
+  // seen late are still never saved: Save checks first.
+  if (!r.finite || step_ % train.log_steps == 0) {
+    XLNET_RETURN_IF_ERROR(CheckWeights());
+  }
+  if (bad_in_a_row_ < train.max_bad_steps) return absl::OkStatus();
+  // The weights are those of the last applied step (finite: Save checks),
+  // and the saved count stops a restart at its first bad step.
+  std::string saved;
+  if (options_.save_checkpoints) {
+    XLNET_RETURN_IF_ERROR(Save(step_));
+    saved = absl::StrCat(" and saved ", checkpoints_.StepDir(step_));
+  }
+  return absl::InternalError(absl::StrCat(
+      bad_in_a_row_, " non-finite steps in a row (train.max_bad_steps=",
+      train.max_bad_steps, "); stopped at step ", step_, saved,
+      ". The run's first non-finite step was ", first_bad_step_, ". ",
+      RecoveryAdvice(first_bad_step_)));
+}
+
+absl::Status Trainer::Finish(int64_t last_saved, TrainResult* result) {
+  XLNET_RETURN_IF_ERROR(CheckWeights());
   if (!options_.best_metric.empty() && evaluated_step_ != step_ &&
-      !result.interrupted) {
+      !result->interrupted) {
     XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
   }
   if (options_.save_checkpoints && last_saved != step_) {
     XLNET_RETURN_IF_ERROR(Save(step_));
   }
   if (best_value_) {
-    result.best_dir = RunPath(options_.run_dir, kBestDir);
-    result.best_value = *best_value_;
+    result->best_dir = RunPath(options_.run_dir, kBestDir);
+    result->best_value = *best_value_;
   }
-  result.steps = step_;
-  result.skipped_steps = skipped_;
+  result->steps = step_;
+  result->skipped_steps = skipped_;
   if (options_.save_checkpoints) {
-    result.last_checkpoint = checkpoints_.StepDir(step_);
+    result->last_checkpoint = checkpoints_.StepDir(step_);
   }
-  return result;
+  if (result->interrupted || bad_in_a_row_ == 0) return absl::OkStatus();
+  // Ended on skipped steps: whether the run had recovered is unknown, so
+  // it did not succeed (a restart resumes here and ends the same way).
+  return absl::InternalError(absl::StrCat(
+      "the run ended at step ", step_, " with its last ", bad_in_a_row_,
+      " step(s) non-finite and skipped (train.max_bad_steps=",
+      options_.train.max_bad_steps, " not reached)",
+      options_.save_checkpoints
+          ? absl::StrCat("; saved ", checkpoints_.StepDir(step_),
+                         " with the weights of the last finite step")
+          : "",
+      ". The run's first non-finite step was ", first_bad_step_, ". ",
+      RecoveryAdvice(first_bad_step_)));
 }
 
 }  // namespace xlnet

@@ -1,7 +1,9 @@
 // The one training loop, shared by pretraining and fine-tuning. A task
 // supplies a TrainUnit ("batch -> loss"); the Trainer owns everything else:
 // accumulation, gradient averaging over ranks, clipping, the schedule, AdamW,
-// skipping non-finite steps, logging, evaluation, checkpoints and signals.
+// the divergence guard (non-finite steps skipped, non-finite weights never
+// saved, the last good checkpoint kept), logging, evaluation, checkpoints
+// and signals.
 #pragma once
 
 #include <atomic>
@@ -128,7 +130,7 @@ struct TrainerOptions {
 
 struct TrainResult {
   int64_t steps = 0;          // optimizer steps completed (total)
-  int64_t skipped_steps = 0;  // non-finite steps skipped
+  int64_t skipped_steps = 0;  // non-finite steps skipped (all of the run's)
   bool interrupted = false;   // stopped by SIGTERM/SIGINT
   double last_loss = 0;
   std::string last_checkpoint;
@@ -161,6 +163,18 @@ class Trainer {
   // Runs until train.max_steps or a stop request; saves at save_steps, at
   // the end and on stop. Errors (I/O, collectives, too many non-finite
   // steps) come back as a status; a checkpoint is written first when possible.
+  //
+  // The divergence guard: a step whose loss or gradient norm is not finite
+  // is skipped; train.max_bad_steps of them in a row (counted across
+  // restarts: the count is in trainer_state.json) stop the run with an
+  // error. A non-finite learning rate stops it before the update. Weights
+  // made non-finite by an update stop it with an error and are never saved
+  // (checked before every save, at the end, after every skipped step and
+  // every train.log_steps). Pruning keeps the newest checkpoint from before
+  // the run's first non-finite step. A run that reaches its end with
+  // finite weights succeeds even when it skipped steps, unless its last
+  // step was skipped as non-finite: that is an error naming the last good
+  // checkpoint (the checkpoint of the end is still written).
   absl::StatusOr<TrainResult> Run();
 
  private:
@@ -197,6 +211,23 @@ class Trainer {
   absl::Status Log(const StepRecord& record);
   // Loads checkpoint `dir` (checking its checksums unless `verified`).
   absl::Status Restore(const std::string& dir, bool verified);
+  // Whether the weights (TrainUnit::StateDict) are finite on every rank (a
+  // collective).
+  absl::StatusOr<bool> WeightsFiniteOnAllRanks();
+  // An error when the weights are not finite; remembers the step at which
+  // they were (so a second check at the same step costs nothing). A
+  // collective: every rank calls it at the same steps.
+  absl::Status CheckWeights();
+  // After each optimizer step: CheckWeights on its cadence, and the stop at
+  // train.max_bad_steps non-finite steps in a row.
+  absl::Status GuardAfterStep(const StepRecord& record);
+  // What to do after a divergence: the last good checkpoint (the newest
+  // from before step `before` and before the run's first non-finite step)
+  // to resume from, and what to change.
+  std::string RecoveryAdvice(int64_t before) const;
+  // After the loop: the final evaluation and save, `result`'s fields, and
+  // an error when the run ended on non-finite steps.
+  absl::Status Finish(int64_t last_saved, TrainResult* result);
   // --resume latest: the step of the newest checkpoint that verifies, -1
   // when there is none; an error when checkpoints exist but none verifies.
   // Rank 0 chooses; every rank gets its choice.
@@ -236,7 +267,15 @@ class Trainer {
   // Evaluations in a row since best_metric last improved by more than
   // train.patience_min_delta (saved in trainer_state.json).
   int64_t evals_without_improvement_ = 0;
+  // Non-finite steps in a row that count towards train.max_bad_steps (not
+  // loss-scale calibration); saved, so a restart continues the count.
   int64_t bad_in_a_row_ = 0;
+  // All such steps of the run, and the first of them (1-based; 0: none
+  // yet). Saved; pruning keeps the newest checkpoint before first_bad_step_.
+  int64_t bad_steps_ = 0;
+  int64_t first_bad_step_ = 0;
+  // The step after which the weights were last found finite (-1: not yet).
+  int64_t weights_finite_at_ = -1;
   int64_t start_step_ = 0;
   std::chrono::steady_clock::time_point run_start_;
   LogWindow window_;

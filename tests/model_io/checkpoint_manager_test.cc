@@ -304,6 +304,29 @@ TEST(CheckpointTest, TooLittleFreeSpaceFailsBeforeWriting) {
   EXPECT_TRUE(first.Save(1, TinyModel(), Contents(1)).ok());
 }
 
+// A run whose first non-finite step was step 25: pruning keeps step_20 (the
+// newest from before it) beside the newest `keep`, however many follow; the
+// checkpoints between it and the newest `keep` go as before.
+TEST(CheckpointTest, PruningKeepsTheNewestCheckpointBeforeAStep) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), /*keep=*/2);
+  for (int64_t step : {10, 20}) {
+    ASSERT_TRUE(manager.Save(step, TinyModel(), Contents(step)).ok());
+  }
+  manager.set_keep_newest_before(25);
+  EXPECT_EQ(manager.NewestBefore(25), 20);
+  EXPECT_EQ(manager.NewestBefore(10), std::nullopt);
+  for (int64_t step : {30, 40, 50, 60}) {
+    ASSERT_TRUE(manager.Save(step, TinyModel(), Contents(step)).ok());
+  }
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{20, 50, 60}));
+  EXPECT_TRUE(VerifyChecksums(manager.StepDir(20)).ok());
+  // Without it, only the newest two.
+  manager.set_keep_newest_before(std::nullopt);
+  ASSERT_TRUE(manager.Save(70, TinyModel(), Contents(70)).ok());
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{60, 70}));
+}
+
 TEST(CheckpointTest, NoCheckpoints) {
   testing::TempDir tmp;
   CheckpointManager manager(tmp.path(), 3);

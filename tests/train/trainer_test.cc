@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "tests/test_util.h"
 #include "train/run_dir.h"
 
@@ -72,6 +74,9 @@ class RegressionUnit : public TrainUnit {
     }
     StepOutput out;
     out.loss = (pred - y).pow(2).mean() * loss_scale_;
+    if (nan_loss_from_position_ > 0 && position_ >= nan_loss_from_position_) {
+      out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
+    }
     out.tokens = micro_batch_;
     return out;
   }
@@ -105,6 +110,8 @@ class RegressionUnit : public TrainUnit {
   double loss_scale_ = 1.0;
   // Data positions (after the micro-batch) whose gradients become inf.
   std::set<int64_t> overflow_at_positions_;
+  // From this data position (after the micro-batch) on, the loss is NaN.
+  int64_t nan_loss_from_position_ = 0;
   int64_t stop_at_position_ = 0;
   std::map<int64_t, double> accuracy_at_step_;
   int rank_ = 0;
@@ -521,7 +528,10 @@ TEST(TrainerTest, ImplausibleTrainerStateIsRefused) {
            {"step", 9, "trainer_state.json: step 9 is not the step of"},
            {"step", "four", "trainer_state.json: step must be an integer"},
            {"world_size", 0, "trainer_state.json: world_size 0"},
-           {"skipped_steps", 7, "trainer_state.json: skipped_steps 7"}}) {
+           {"skipped_steps", 7, "trainer_state.json: skipped_steps 7"},
+           {"bad_in_a_row", -1, "trainer_state.json: bad_in_a_row -1"},
+           {"bad_steps", 1, "trainer_state.json: bad_in_a_row 0, bad_steps 1"},
+           {"first_bad_step", 2, "first_bad_step 2: need bad_in_a_row"}}) {
     nlohmann::json edited = good;
     edited[c.field] = c.value;
     ASSERT_TRUE(WriteFileAtomic(path, edited.dump(2)).ok());
@@ -588,6 +598,261 @@ TEST(TrainerTest, NonFiniteStepsAreSkippedThenStop) {
   EXPECT_TRUE(VerifyChecksums(tmp.Join("checkpoints/step_3")).ok());
 }
 
+// A unit whose loss is NaN from step `from` on (a divergence: every later
+// step is non-finite).
+std::unique_ptr<RegressionUnit> DivergingUnit(int64_t from) {
+  auto unit = std::make_unique<RegressionUnit>(8);
+  unit->nan_loss_from_position_ = from * 8;
+  return unit;
+}
+
+// The step numbers of RUN/checkpoints.
+std::vector<int64_t> CheckpointSteps(const std::string& run_dir) {
+  return CheckpointManager(run_dir, 0).ListSteps();
+}
+
+// Whether every tensor of checkpoint `dir`'s model is finite.
+bool CheckpointWeightsFinite(const std::string& dir) {
+  auto model = ReadModelDir(dir);
+  if (!model.ok()) return false;
+  for (const char* name : {"transformer.layer.0.ff.layer_1.weight",
+                           "transformer.layer.0.ff.layer_1.bias"}) {
+    auto t = model->Tensor(name);
+    if (!t.ok() || !torch::isfinite(*t).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+// A run diverging at step 10 (max_bad_steps 3, a checkpoint every 4 steps,
+// 2 kept), then restarted 5 times from `latest` as torchrun --max_restarts
+// or a requeue would: every attempt fails, each restart stops after one
+// more bad step (the count survives), and step_8, the newest checkpoint
+// from before the divergence, survives every prune.
+TEST(TrainerTest, DivergedRunRestartedFiveTimesKeepsTheLastGoodCheckpoint) {
+  testing::TempDir tmp;
+  TrainerOptions options = Options(tmp.path(), 100);
+  options.train.keep_checkpoints = 2;
+  options.train.max_bad_steps = 3;
+  options.train.eval_steps = 0;
+  const std::string good = tmp.Join("checkpoints/step_8");
+  for (int attempt = 0; attempt <= 5; ++attempt) {
+    auto unit = DivergingUnit(10);
+    if (attempt > 0) options.resume = "latest";
+    auto result = Trainer(options, unit.get(), nullptr).Run();
+    ASSERT_FALSE(result.ok()) << "attempt " << attempt;
+    const std::string message(result.status().message());
+    EXPECT_NE(message.find("non-finite steps in a row"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("first non-finite step was 10"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("The last good checkpoint is " + good),
+              std::string::npos)
+        << message;
+    // Resumed at 12 + attempt - 1, one more bad step stops it.
+    EXPECT_EQ(CheckpointSteps(tmp.path()).back(), 12 + attempt);
+    EXPECT_TRUE(PathExists(good)) << "attempt " << attempt;
+  }
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{8, 16, 17}));
+  EXPECT_TRUE(VerifyChecksums(good).ok());
+  EXPECT_TRUE(CheckpointWeightsFinite(good));
+  const nlohmann::json good_state =
+      testing::ReadJsonFile(good + "/trainer_state.json");
+  EXPECT_EQ(good_state["bad_steps"], 0);
+  EXPECT_FALSE(good_state.contains("first_bad_step"));
+  const nlohmann::json last =
+      testing::ReadJsonFile(tmp.Join("checkpoints/step_17/trainer_state.json"));
+  EXPECT_EQ(last["first_bad_step"], 10);
+  EXPECT_EQ(last["bad_in_a_row"], 8);
+  EXPECT_EQ(last["bad_steps"], 8);
+  EXPECT_EQ(last["skipped_steps"], 8);
+}
+
+// A run that goes bad within its last max_bad_steps steps reaches max_steps
+// on skipped steps: it fails (naming the last good checkpoint, which
+// keep_checkpoints 1 did not prune), and so does a resume of it. A run
+// whose skipped steps are followed by finite ones succeeds.
+TEST(TrainerTest, RunEndingOnNonFiniteStepsFails) {
+  testing::TempDir tmp;
+  TrainerOptions options = Options(tmp.path(), 12);
+  options.train.keep_checkpoints = 1;
+  auto unit = DivergingUnit(11);
+  auto result = Trainer(options, unit.get(), nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  std::string message(result.status().message());
+  EXPECT_NE(message.find("ended at step 12 with its last 2 step(s) non-finite"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("The last good checkpoint is " +
+                         tmp.Join("checkpoints/step_8")),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{8, 12}));
+  EXPECT_TRUE(CheckpointWeightsFinite(tmp.Join("checkpoints/step_12")));
+  auto again_unit = DivergingUnit(11);
+  options.resume = "latest";
+  auto again = Trainer(options, again_unit.get(), nullptr).Run();
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("ended at step 12"),
+            std::string::npos)
+      << again.status();
+
+  // Steps 5 and 6 non-finite, then finite ones to the end: a success that
+  // counts them; the checkpoint from before step 5 is still kept.
+  testing::TempDir recovered;
+  RegressionUnit blip(8);
+  blip.overflow_at_positions_ = {5 * 8, 6 * 8};
+  TrainerOptions blip_options = Options(recovered.path(), 16);
+  blip_options.train.keep_checkpoints = 1;
+  auto ok = Trainer(blip_options, &blip, nullptr).Run();
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->skipped_steps, 2);
+  EXPECT_EQ(CheckpointSteps(recovered.path()), (std::vector<int64_t>{4, 16}));
+  const nlohmann::json state = testing::ReadJsonFile(
+      recovered.Join("checkpoints/step_16/trainer_state.json"));
+  EXPECT_EQ(state["first_bad_step"], 5);
+  EXPECT_EQ(state["bad_steps"], 2);
+  EXPECT_EQ(state["bad_in_a_row"], 0);
+}
+
+// A learning rate that is finite as a double but does not fit fp32
+// weights (1e300; warmup gives step 1 rate 0, step 2 the first nonzero
+// one) makes LibTorch throw in the update: an error naming the step, not an
+// exception out of Run, and nothing saved after it.
+TEST(TrainerTest, LearningRateBeyondTheWeightsDtypeIsAnError) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 20);
+  options.train.lr = 1e300;
+  options.train.save_steps = 1;
+  absl::StatusOr<TrainResult> result;
+  ASSERT_NO_THROW(result = Trainer(options, &unit, nullptr).Run());
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(
+      result.status().message().find("step 2: the optimizer update at rate"),
+      std::string::npos)
+      << result.status();
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{1}));
+}
+
+// Weights made non-finite by the update of step 5 (injected after it, as an
+// fp16/bf16 overflow or an absurd rate would): step 6's loss is not finite,
+// and that skipped step finds the weights (they are checked every 100 steps
+// here, so not the cadence): the run stops with an error and never saves
+// them, though the max_bad_steps stop or the end would otherwise save.
+TEST(TrainerTest, NonFiniteWeightsStopTheRunAndAreNeverSaved) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 20);
+  options.train.log_steps = 100;
+  options.train.save_steps = 0;
+  options.train.eval_steps = 0;
+  options.on_step = [&unit](const StepTiming& timing) {
+    if (timing.step == 5) {
+      torch::NoGradGuard no_grad;
+      unit.linear_->weight[0][0] = std::numeric_limits<float>::infinity();
+    }
+  };
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  const std::string message(result.status().message());
+  EXPECT_NE(message.find("step 6: the weights are not finite (they were "
+                         "after step 0"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("No checkpoint precedes step 1"), std::string::npos)
+      << message;
+  EXPECT_TRUE(CheckpointSteps(tmp.path()).empty());
+}
+
+// Weights that become non-finite at a save step (injected after the update,
+// between the weight checks) are refused by Save: nothing is written, and
+// the error names the previous checkpoint as the last good one.
+TEST(TrainerTest, SaveRefusesNonFiniteWeights) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 12);
+  options.train.log_steps = 100;
+  options.on_step = [&unit](const StepTiming& timing) {
+    if (timing.step == 8) {
+      torch::NoGradGuard no_grad;
+      unit.linear_->bias[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+  };
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  const std::string message(result.status().message());
+  EXPECT_NE(message.find("step 8: the weights are not finite"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("The last good checkpoint is " +
+                         tmp.Join("checkpoints/step_4")),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{4}));
+
+  // At the last step of a run that saves nothing: still an error.
+  testing::TempDir tmp2;
+  RegressionUnit unit2(8);
+  options = Options(tmp2.path(), 6);
+  options.save_checkpoints = false;
+  options.train.log_steps = 100;
+  options.on_step = [&unit2](const StepTiming& timing) {
+    if (timing.step == 6) {
+      torch::NoGradGuard no_grad;
+      unit2.linear_->weight[1][2] = std::numeric_limits<float>::infinity();
+    }
+  };
+  auto end = Trainer(options, &unit2, nullptr).Run();
+  ASSERT_FALSE(end.ok());
+  EXPECT_NE(end.status().message().find("step 6: the weights are not finite"),
+            std::string::npos)
+      << end.status();
+}
+
+// A checkpoint holding non-finite weights (as older versions saved from a
+// diverged run) is not resumed: the error names it.
+TEST(TrainerTest, ResumingNonFiniteWeightsIsRefused) {
+  testing::TempDir tmp;
+  {
+    RegressionUnit unit(8);
+    ASSERT_TRUE(Trainer(Options(tmp.path(), 4), &unit, nullptr).Run().ok());
+  }
+  const std::string dir = tmp.Join("checkpoints/step_4");
+  RegressionUnit nan_unit(8);
+  nan_unit.linear_->weight.data().fill_(
+      std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(
+      WriteSafetensors(dir + "/model.safetensors", nan_unit.StateDict()).ok());
+  ASSERT_TRUE(WriteChecksums(dir).ok());
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 8);
+  options.resume = "latest";
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(
+      result.status().message().find(dir + ": its weights are not finite"),
+      std::string::npos)
+      << result.status();
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{4}));
+}
+
+// A non-finite learning rate (options built in code; validation refuses it
+// in a config) stops the run before its first update.
+TEST(TrainerTest, NonFiniteLearningRateStopsBeforeTheUpdate) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 4);
+  options.train.lr = std::numeric_limits<double>::infinity();
+  const torch::Tensor before = unit.linear_->weight.clone();
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("step 1: the learning rate is"),
+            std::string::npos)
+      << result.status();
+  EXPECT_TRUE(torch::equal(unit.linear_->weight, before));
+  EXPECT_TRUE(CheckpointSteps(tmp.path()).empty());
+}
+
 // Dynamic loss scaling in fp32 on the CPU: gradient overflows at steps 3 and
 // 4 are skipped without counting as bad steps (max_bad_steps 1 would stop
 // the run otherwise), the scale backs off and grows on the GradScaler rule,
@@ -651,9 +916,12 @@ TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
   EXPECT_TRUE(torch::equal(resumed->linear_->weight, scaled->linear_->weight));
 }
 
-// Runs `options` on 2 Gloo ranks (threads) with units of micro-batch 4;
-// returns each rank's error ("" when it succeeded).
-std::vector<std::string> RunTwoRanks(const TrainerOptions& options) {
+// Runs `options` on 2 Gloo ranks (threads) with units of micro-batch 4
+// (`setup`, when given, adjusts each); returns each rank's error ("" when
+// it succeeded).
+std::vector<std::string> RunTwoRanks(
+    const TrainerOptions& options,
+    const std::function<void(RegressionUnit*)>& setup = nullptr) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::string> errors(2);
   // Units seed the global generator: made here, not on the rank threads.
@@ -662,6 +930,7 @@ std::vector<std::string> RunTwoRanks(const TrainerOptions& options) {
     units.push_back(std::make_unique<RegressionUnit>(4));
     units.back()->rank_ = rank;
     units.back()->world_ = 2;
+    if (setup) setup(units.back().get());
   }
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
@@ -708,6 +977,34 @@ TEST(TrainerTest, CorruptCheckpointIsReportedOnceForAllRanks) {
                "/model.safetensors: size 5"),
       std::string::npos)
       << log;
+}
+
+// A divergence seen on one rank only (its loss NaN from step 6) is seen by
+// both (the loss is all-reduced): both stop at the same step with the same
+// error, and a restart of both stops after one more step, keeping step_4.
+TEST(TrainerTest, TwoRanksStopTogetherOnADivergence) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir dir;
+  TrainerOptions options = Options(dir.path(), 20);
+  options.train.max_bad_steps = 3;
+  options.train.keep_checkpoints = 1;
+  options.train.eval_steps = 0;
+  const auto rank1_diverges = [](RegressionUnit* unit) {
+    if (unit->rank_ == 1) unit->nan_loss_from_position_ = 6 * 4;
+  };
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) options.resume = "latest";
+    const std::vector<std::string> errors =
+        RunTwoRanks(options, rank1_diverges);
+    ASSERT_EQ(errors.size(), 2u);
+    EXPECT_EQ(errors[0], errors[1]);
+    EXPECT_NE(
+        errors[0].find(absl::StrCat(3 + attempt, " non-finite steps in a row")),
+        std::string::npos)
+        << errors[0];
+    EXPECT_EQ(CheckpointSteps(dir.path()),
+              (std::vector<int64_t>{4, 8 + attempt}));
+  }
 }
 
 // The same global batch of 8 split over 2 Gloo ranks (as threads) ends with
