@@ -15,12 +15,11 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "finetune/chunks.h"
-#include "finetune/examples.h"
+#include "finetune/classification_task.h"
 #include "finetune/finetune_unit.h"
 #include "finetune/race.h"
-#include "finetune/squad.h"
-#include "finetune/squad_eval.h"
+#include "finetune/squad_task.h"
+#include "finetune/task_data.h"
 #include "model_io/model_dir.h"
 #include "model_io/run_layout.h"
 #include "train/run_dir.h"
@@ -33,277 +32,37 @@ namespace {
 using finetune::EvalSet;
 using finetune::Predictions;
 using finetune::Task;
-using finetune::TensorRows;
-
-struct Data {
-  TensorRows train;
-  std::optional<EvalSet> dev;
-  std::optional<EvalSet> test;
-  std::vector<std::string> labels;  // id2label (classification/regression)
-};
-
-TensorRows RowsOf(const finetune::EncodedExamples& enc,
-                  const FinetuneConfig& ft) {
-  TensorRows rows = TensorRows::Labelled(enc.input_ids, enc.token_type_ids,
-                                         enc.attention_mask, enc.labels);
-  if (finetune::UsesChunks(ft)) {
-    // Leading chunks that are padding in every row are never run: drop them.
-    const int64_t c = ft.max_seq_length;
-    const int64_t width = finetune::DropLeadingPaddingChunks(
-        &rows.input_ids, &rows.token_type_ids, &rows.attention_mask, c);
-    XLOG(INFO) << rows.size() << " rows of up to " << width / c << " chunks of "
-               << c << " tokens; "
-               << (rows.attention_mask.sum(1) > c).sum().item<int64_t>()
-               << " longer than one chunk";
-  }
-  return rows;
-}
-
-// Classification/regression files -> tensors.
-absl::StatusOr<Data> ReadTextTask(
-    Task task, const Config& config, const data::Tokenizer& tokenizer,
-    const XLNetConfig& init_model, const std::string& labels_flag,
-    const std::string& train_path, const std::string& dev_path,
-    const std::string& test_path, bool do_predict) {
-  Data data;
-  XLNET_ASSIGN_OR_RETURN(
-      finetune::ReadOptions read,
-      finetune::ReadOptionsFromConfig(
-          config.finetune, task == Task::kRegression
-                               ? finetune::TaskKind::kRegression
-                               : finetune::TaskKind::kClassification));
-  finetune::FeatureOptions features;
-  // With long_inputs "chunks", max_chunks chunks side by side.
-  features.max_seq_length = finetune::EncodedLength(config.finetune);
-
-  std::optional<finetune::ExampleSet> train;
-  if (!train_path.empty()) {
-    finetune::ReadOptions r = read;
-    r.unlabeled_hint =
-        "--train must be labelled (unlabeled data: --test with --do_predict)";
-    XLNET_ASSIGN_OR_RETURN(train, finetune::ReadExamples(train_path, r));
-    finetune::LogSkippedRows(train_path, train->skipped, train->problems);
-    if (train->examples.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(train_path, ": no usable training rows"));
-    }
-  }
-  // The label set: --labels, else a fine-tuned model's own labels, else the
-  // training file's labels in sorted order.
-  finetune::LabelSet labels;
-  if (task == Task::kRegression) {
-    data.labels = {"score"};
-  } else {
-    const bool init_has_head =
-        !init_model.architectures.empty() &&
-        init_model.architectures[0] == "XLNetForSequenceClassification";
-    if (!labels_flag.empty()) {
-      XLNET_ASSIGN_OR_RETURN(
-          labels, finetune::LabelSet::FromNames(
-                      absl::StrSplit(labels_flag, ',', absl::SkipEmpty())));
-    } else if (init_has_head) {
-      XLNET_ASSIGN_OR_RETURN(
-          labels, finetune::LabelSet::FromNames(init_model.id2label));
-    } else if (train) {
-      labels = finetune::LabelSet::FromExamples(train->examples);
-    } else {
-      return absl::InvalidArgumentError(
-          "no labels: give --train, --labels, or an --init model that was "
-          "fine-tuned for classification");
-    }
-    if (labels.size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "classification needs at least 2 labels, found ", labels.size(),
-          train_path.empty() ? "" : absl::StrCat(" in ", train_path)));
-    }
-    data.labels = labels.names();
-    read.labels = &labels;
-  }
-  const finetune::LabelSet* label_ptr =
-      task == Task::kRegression ? nullptr : &labels;
-  if (train) {
-    XLNET_ASSIGN_OR_RETURN(
-        finetune::EncodedExamples enc,
-        finetune::EncodeExamples(train->examples, tokenizer, read.task,
-                                 label_ptr, features));
-    XLOG(INFO) << train_path << ": " << enc.input_ids.size(0) << " rows, "
-               << enc.truncated << " truncated to " << features.max_seq_length
-               << " tokens";
-    data.train = RowsOf(enc, config.finetune);
-  }
-  auto read_eval = [&](const std::string& path, const std::string& name,
-                       bool labelled) -> absl::StatusOr<EvalSet> {
-    finetune::ReadOptions r = read;
-    r.require_label = labelled;
-    r.unlabeled_hint =
-        name == "test"
-            ? "to write predictions for an unlabeled --test, add --do_predict"
-            : "--dev must be labelled (unlabeled data: --test with "
-              "--do_predict)";
-    XLNET_ASSIGN_OR_RETURN(finetune::ExampleSet set,
-                           finetune::ReadExamples(path, r));
-    finetune::LogSkippedRows(path, set.skipped, set.problems);
-    bool all_labelled = true;
-    for (const auto& e : set.examples) all_labelled &= e.has_label;
-    XLNET_ASSIGN_OR_RETURN(
-        finetune::EncodedExamples enc,
-        finetune::EncodeExamples(set.examples, tokenizer, read.task, label_ptr,
-                                 features));
-    EvalSet out;
-    out.name = name;
-    out.rows = RowsOf(enc, config.finetune);
-    out.example_ids = enc.example_ids;
-    out.labelled =
-        all_labelled && enc.labels.defined() && !set.examples.empty();
-    return out;
-  };
-  if (!dev_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(data.dev, read_eval(dev_path, "dev", true));
-  }
-  if (!test_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(data.test,
-                           read_eval(test_path, "test", !do_predict));
-  }
-  return data;
-}
-
-TensorRows SquadRows(const finetune::SquadFeatures& f) {
-  TensorRows rows;
-  rows.input_ids = f.input_ids;
-  rows.token_type_ids = f.token_type_ids;
-  rows.attention_mask = f.attention_mask;
-  rows.targets["p_mask"] = f.p_mask;
-  rows.targets["cls_index"] = f.cls_index;
-  if (f.start_positions.defined()) {
-    rows.targets["start_positions"] = f.start_positions;
-    rows.targets["end_positions"] = f.end_positions;
-    rows.targets["is_impossible"] = f.is_impossible;
-  }
-  return rows;
-}
-
-// SQuAD files -> windows.
-absl::StatusOr<Data> ReadSquadTask(const Config& config,
-                                   const data::Tokenizer& tokenizer,
-                                   const std::string& train_path,
-                                   const std::string& dev_path,
-                                   const std::string& test_path,
-                                   bool do_predict) {
-  Data data;
-  finetune::SquadReadOptions read;
-  read.bad_rows = config.finetune.bad_rows;
-  const FinetuneConfig& ft = config.finetune;
-  // A window holds the question, 3 special tokens and some context.
-  if (ft.max_query_length + 3 >= ft.max_seq_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "finetune.max_query_length=", ft.max_query_length,
-        " leaves no room for context in finetune.max_seq_length=",
-        ft.max_seq_length,
-        " (a SQuAD window holds the question, 3 special tokens and at least "
-        "one context token): lower the first or raise the second"));
-  }
-  finetune::SquadFeatureOptions features;
-  features.max_seq_length = config.finetune.max_seq_length;
-  features.doc_stride = config.finetune.doc_stride;
-  features.max_query_length = config.finetune.max_query_length;
-  if (!train_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(finetune::SquadDataset train,
-                           finetune::ReadSquad(train_path, read));
-    finetune::LogSkippedRows(train_path, train.skipped, train.problems);
-    features.is_training = true;
-    XLNET_ASSIGN_OR_RETURN(
-        finetune::SquadFeatures f,
-        finetune::BuildSquadFeatures(train, tokenizer, features));
-    XLOG(INFO) << train_path << ": " << train.examples.size() << " questions, "
-               << f.windows.size() << " windows, " << f.truncated_questions
-               << " questions truncated";
-    if (f.windows.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(train_path, ": no usable training questions"));
-    }
-    data.train = SquadRows(f);
-  }
-  auto read_eval = [&](const std::string& path, const std::string& name,
-                       bool labelled) -> absl::StatusOr<EvalSet> {
-    finetune::SquadReadOptions r = read;
-    r.require_answers = labelled;
-    if (name == "test") {
-      r.unlabeled_hint =
-          "to write predictions for an unlabeled --test, add --do_predict";
-    }
-    EvalSet out;
-    out.name = name;
-    XLNET_ASSIGN_OR_RETURN(out.squad, finetune::ReadSquad(path, r));
-    finetune::LogSkippedRows(path, out.squad.skipped, out.squad.problems);
-    bool has_answers = false;
-    for (const auto& e : out.squad.examples) {
-      has_answers |= !e.answers.empty() || e.is_impossible;
-    }
-    out.labelled = labelled || has_answers;
-    finetune::SquadFeatureOptions f = features;
-    // Labelled sets get training targets too, for a dev loss.
-    f.is_training = labelled;
-    XLNET_ASSIGN_OR_RETURN(out.squad_features, finetune::BuildSquadFeatures(
-                                                   out.squad, tokenizer, f));
-    out.rows = SquadRows(out.squad_features);
-    return out;
-  };
-  if (!dev_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(data.dev, read_eval(dev_path, "dev", true));
-  }
-  if (!test_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(data.test,
-                           read_eval(test_path, "test", !do_predict));
-  }
-  return data;
-}
-
-absl::Status WritePredictions(Task task, const std::string& out_dir,
-                              const EvalSet& set,
-                              const Predictions& predictions) {
-  if (task == Task::kSquad) {
-    // RUN/predictions_dev/{predictions,null_odds,nbest_predictions}.json
-    return finetune::WriteSquadPredictions(
-        predictions.squad,
-        RunPath(out_dir, absl::StrCat(kPredictionsPrefix, set.name)));
-  }
-  return WriteFileAtomic(
-      RunPath(out_dir, absl::StrCat(kPredictionsPrefix, set.name, ".tsv")),
-      finetune::PredictionsTsv(predictions, task == Task::kRegression));
-}
+using finetune::TaskData;
 
 // The task's train, dev and test sets, read and encoded (labels: the
 // given ones or those of the training data).
-absl::StatusOr<Data> ReadTaskData(Task task, const Config& config,
-                                  const data::Tokenizer& tokenizer,
-                                  const XLNetConfig& init_model,
-                                  const FinetuneOptions& options) {
-  if (task == Task::kMultipleChoice) {
-    XLNET_ASSIGN_OR_RETURN(
-        finetune::MultipleChoiceData choice,
-        finetune::ReadMultipleChoiceTask(config.finetune, tokenizer,
-                                         options.train, options.dev,
-                                         options.test, options.do_predict));
-    Data data;
-    data.train = std::move(choice.train);
-    data.dev = std::move(choice.dev);
-    data.test = std::move(choice.test);
-    return data;
+absl::StatusOr<TaskData> ReadTaskData(Task task, const Config& config,
+                                      const data::Tokenizer& tokenizer,
+                                      const XLNetConfig& init_model,
+                                      const FinetuneOptions& options) {
+  switch (task) {
+    case Task::kMultipleChoice:
+      return finetune::ReadMultipleChoiceTask(config.finetune, tokenizer,
+                                              options.train, options.dev,
+                                              options.test, options.do_predict);
+    case Task::kSquad:
+      return finetune::ReadSquadTask(config.finetune, tokenizer, options.train,
+                                     options.dev, options.test,
+                                     options.do_predict);
+    case Task::kClassification:
+    case Task::kRegression:
+      break;
   }
-  if (task == Task::kSquad) {
-    return ReadSquadTask(config, tokenizer, options.train, options.dev,
-                         options.test, options.do_predict);
-  }
-  return ReadTextTask(task, config, tokenizer, init_model, options.labels,
-                      options.train, options.dev, options.test,
-                      options.do_predict);
+  return finetune::ReadClassificationTask(
+      task, config.finetune, tokenizer, init_model, options.labels,
+      options.train, options.dev, options.test, options.do_predict);
 }
 
 // Rank 0 after training: the dev and test scores and predictions of the
 // model `unit` holds (the best one, when training kept one), and
 // RUN/eval_results.json.
-absl::Status WriteFinalScores(Task task, finetune::FinetuneUnit* unit,
-                              const Data& data, const std::string& out_dir,
+absl::Status WriteFinalScores(finetune::FinetuneUnit* unit,
+                              const TaskData& data, const std::string& out_dir,
                               const std::string& best_dir) {
   XLNET_RETURN_IF_ERROR(MakeDirs(out_dir));
   nlohmann::json results = nlohmann::json::object();
@@ -311,7 +70,7 @@ absl::Status WriteFinalScores(Task task, finetune::FinetuneUnit* unit,
     if (!set->has_value()) continue;
     Predictions predictions;
     XLNET_ASSIGN_OR_RETURN(auto metrics, unit->Score(**set, &predictions));
-    XLNET_RETURN_IF_ERROR(WritePredictions(task, out_dir, **set, predictions));
+    XLNET_RETURN_IF_ERROR(unit->WritePredictions(out_dir, **set, predictions));
     if (!metrics.empty()) {
       std::string line;
       for (const auto& [k, v] : metrics) {
@@ -470,11 +229,11 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
       std::unique_ptr<data::Tokenizer> tokenizer,
       LoadFinetuneTokenizer(config, options.tokenizer, init_dir));
 
-  XLNET_ASSIGN_OR_RETURN(
-      Data data, ReadTaskData(task, config, *tokenizer, init_model, options));
-  if (task != Task::kSquad && task != Task::kMultipleChoice) {
-    config.model.id2label = data.labels;
-  }
+  XLNET_ASSIGN_OR_RETURN(TaskData data, ReadTaskData(task, config, *tokenizer,
+                                                     init_model, options));
+  // Classification and regression: the run's labels (the other tasks have
+  // none of their own).
+  if (!data.labels.empty()) config.model.id2label = data.labels;
 
   finetune::FinetuneUnitOptions unit_options;
   unit_options.task = task;
@@ -532,7 +291,7 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
   }
   if (rank != 0) return absl::OkStatus();
 
-  return WriteFinalScores(task, unit.get(), data, out_dir, best_dir);
+  return WriteFinalScores(unit.get(), data, out_dir, best_dir);
 }
 
 }  // namespace xlnet

@@ -614,12 +614,8 @@ absl::StatusOr<MultipleChoiceData> ReadMultipleChoiceTask(
     XLNET_ASSIGN_OR_RETURN(EvalSet train, load(train_path, "train", true));
     data.train = std::move(train.rows);
   }
-  if (!dev_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(data.dev, load(dev_path, "dev", true));
-  }
-  if (!test_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(data.test, load(test_path, "test", !do_predict));
-  }
+  XLNET_RETURN_IF_ERROR(
+      ReadEvalSets(load, dev_path, test_path, do_predict, &data));
   return data;
 }
 

@@ -159,11 +159,8 @@ std::string OptionName(int64_t i);
 // paths are left out; --train must be labelled and non-empty; --test may
 // be unlabeled with `do_predict`. Articles longer than the sequence are
 // truncated (as the official code).
-struct MultipleChoiceData {
-  TensorRows train;
-  std::optional<EvalSet> dev;
-  std::optional<EvalSet> test;
-};
+// TaskData without labels (a question's options are its classes).
+using MultipleChoiceData = TaskData;
 absl::StatusOr<MultipleChoiceData> ReadMultipleChoiceTask(
     const FinetuneConfig& config, const data::Tokenizer& tokenizer,
     const std::string& train_path, const std::string& dev_path,

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/status.h"
+
 namespace xlnet::finetune {
 
 TensorRows TensorRows::Labelled(torch::Tensor input_ids,
@@ -24,6 +26,18 @@ TensorRows TensorRows::Select(const torch::Tensor& index) const {
   for (const auto& [name, t] : targets)
     out.targets[name] = t.index_select(0, index);
   return out;
+}
+
+absl::Status ReadEvalSets(const ReadSetFn& read, const std::string& dev_path,
+                          const std::string& test_path, bool do_predict,
+                          TaskData* data) {
+  if (!dev_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(data->dev, read(dev_path, "dev", true));
+  }
+  if (!test_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(data->test, read(test_path, "test", !do_predict));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace xlnet::finetune

@@ -1,6 +1,7 @@
 // The encoded rows of a fine-tuning set, as every task's reader produces
 // them and FinetuneUnit consumes them: model inputs with the task's targets
-// (TensorRows), and an evaluation set with what scoring needs (EvalSet).
+// (TensorRows), an evaluation set with what scoring needs (EvalSet), and
+// the sets of a run (TaskData).
 // Their own header so that the task readers (race.h, ...) need not include
 // the unit.
 #pragma once
@@ -8,10 +9,14 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "finetune/squad.h"
 
 namespace xlnet::finetune {
@@ -50,5 +55,30 @@ struct EvalSet {
   // Whether the set has labels (metrics) or only gets predictions.
   bool labelled = true;
 };
+
+// The sets of one xlnet-finetune run, as each task's reader returns them
+// (ReadClassificationTask, ReadSquadTask, ReadMultipleChoiceTask).
+struct TaskData {
+  // The training rows; empty without --train.
+  TensorRows train;
+  // --dev and --test, when given.
+  std::optional<EvalSet> dev;
+  std::optional<EvalSet> test;
+  // Classification: the class names in id order; regression: {"score"};
+  // empty for the tasks without labels of their own (SQuAD, multiple
+  // choice).
+  std::vector<std::string> labels;
+};
+
+// Reads a set of a task: `path`, named `name` ("train", "dev", "test"),
+// labels required when `labelled`.
+using ReadSetFn = std::function<absl::StatusOr<EvalSet>(
+    const std::string& path, const std::string& name, bool labelled)>;
+
+// data->dev from `dev_path` (labelled) and data->test from `test_path`
+// (labelled unless `do_predict`) with `read`; empty paths are left out.
+absl::Status ReadEvalSets(const ReadSetFn& read, const std::string& dev_path,
+                          const std::string& test_path, bool do_predict,
+                          TaskData* data);
 
 }  // namespace xlnet::finetune

@@ -1,14 +1,11 @@
 #include "model/multiple_choice.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include "model/head_ops.h"
 
 namespace xlnet {
 namespace {
 
 using heads::CheckContentStreamOnly;
-using heads::InitLinear;
 
 // [B, C, L] -> [B*C, L]; undefined stays undefined.
 torch::Tensor FlattenChoices(const torch::Tensor& t, const char* name,
@@ -23,26 +20,8 @@ torch::Tensor FlattenChoices(const torch::Tensor& t, const char* name,
 }  // namespace
 
 XLNetForMultipleChoiceImpl::XLNetForMultipleChoiceImpl(
-    const XLNetConfig& config) {
-  transformer = register_module("transformer", XLNetModel(config));
-  sequence_summary =
-      register_module("sequence_summary", SequenceSummary(config));
-  logits_proj =
-      register_module("logits_proj", torch::nn::Linear(config.d_model, 1));
-  InitLinear(logits_proj, config.initializer_range, c10::nullopt);
-}
-
-void XLNetForMultipleChoiceImpl::ResetParameters() {
-  transformer->ResetParameters();
-  sequence_summary->ResetParameters(config().initializer_range);
-  InitLinear(logits_proj, config().initializer_range, c10::nullopt);
-}
-
-void XLNetForMultipleChoiceImpl::ResetHeadParameters(uint64_t seed) {
-  at::Generator generator = at::detail::createCPUGenerator(seed);
-  sequence_summary->ResetParameters(config().initializer_range, generator);
-  InitLinear(logits_proj, config().initializer_range, generator);
-}
+    const XLNetConfig& config)
+    : SummaryHeadModelImpl(config, /*width=*/1) {}
 
 torch::Tensor XLNetForMultipleChoiceImpl::forward(const XLNetInputs& inputs) {
   CheckContentStreamOnly(inputs, "XLNetForMultipleChoice");
@@ -76,7 +55,7 @@ torch::Tensor XLNetForMultipleChoiceImpl::ForwardFlat(const XLNetInputs& flat,
   options.use_mems = false;  // scoring needs no new memory
   const XLNetOutputs out = transformer->forward(flat, options);
   // [B*C, D] -> [B*C, 1] -> [B, C]
-  return logits_proj(sequence_summary(out.last_hidden_state))
+  return SummaryLogits(out.last_hidden_state)
       .reshape({ids.size(0) / num_choices, num_choices});
 }
 

@@ -21,14 +21,11 @@
 
 namespace xlnet {
 
-class XLNetForMultipleChoiceImpl : public torch::nn::Module {
+// The summary head of SummaryHeadModelImpl (sequence_classification.h)
+// with one output: each option's score.
+class XLNetForMultipleChoiceImpl : public SummaryHeadModelImpl {
  public:
   explicit XLNetForMultipleChoiceImpl(const XLNetConfig& config);
-  // Everything, XLNet init, global generator (as XLNetModelImpl).
-  void ResetParameters();
-  // Only sequence_summary and logits_proj, from a generator seeded with
-  // `seed` (deterministic, independent of the global generator).
-  void ResetHeadParameters(uint64_t seed);
   // inputs.input_ids, token_type_ids, attention_mask [B, C, L] (the last
   // two may be undefined); perm_mask, target_mapping and mems must be
   // absent. Returns logits [B, C] in the dtype of the last hidden state.
@@ -38,11 +35,6 @@ class XLNetForMultipleChoiceImpl : public torch::nn::Module {
   // mems_token_type_ids: a long article read in chunks,
   // finetune/chunks.h). Returns logits [B, C].
   torch::Tensor ForwardFlat(const XLNetInputs& flat, int64_t num_choices);
-  const XLNetConfig& config() const { return transformer->config(); }
-
-  XLNetModel transformer{nullptr};
-  SequenceSummary sequence_summary{nullptr};
-  torch::nn::Linear logits_proj{nullptr};
 };
 TORCH_MODULE(XLNetForMultipleChoice);
 

@@ -14,6 +14,14 @@ using heads::GatherPositions;
 using heads::GatherRows;
 using heads::InitLinear;
 
+// The number of labels of a classifier (id2label), checked before any
+// module is built.
+int64_t NumLabels(const XLNetConfig& config) {
+  const int64_t n = static_cast<int64_t>(config.id2label.size());
+  TORCH_CHECK(n >= 1, "id2label must name at least one label");
+  return n;
+}
+
 }  // namespace
 
 SequenceSummaryImpl::SequenceSummaryImpl(const XLNetConfig& config)
@@ -56,29 +64,37 @@ torch::Tensor SequenceSummaryImpl::forward(const torch::Tensor& hidden,
   return torch::dropout(out, last_dropout_, is_training());
 }
 
-XLNetForSequenceClassificationImpl::XLNetForSequenceClassificationImpl(
-    const XLNetConfig& config)
-    : num_labels_(static_cast<int64_t>(config.id2label.size())) {
-  TORCH_CHECK(num_labels_ >= 1, "id2label must name at least one label");
+SummaryHeadModelImpl::SummaryHeadModelImpl(const XLNetConfig& config,
+                                           int64_t width) {
   transformer = register_module("transformer", XLNetModel(config));
   sequence_summary =
       register_module("sequence_summary", SequenceSummary(config));
-  logits_proj = register_module("logits_proj",
-                                torch::nn::Linear(config.d_model, num_labels_));
+  logits_proj =
+      register_module("logits_proj", torch::nn::Linear(config.d_model, width));
   InitLinear(logits_proj, config.initializer_range, c10::nullopt);
 }
 
-void XLNetForSequenceClassificationImpl::ResetParameters() {
+void SummaryHeadModelImpl::ResetParameters() {
   transformer->ResetParameters();
   sequence_summary->ResetParameters(config().initializer_range);
   InitLinear(logits_proj, config().initializer_range, c10::nullopt);
 }
 
-void XLNetForSequenceClassificationImpl::ResetHeadParameters(uint64_t seed) {
+void SummaryHeadModelImpl::ResetHeadParameters(uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
   sequence_summary->ResetParameters(config().initializer_range, generator);
   InitLinear(logits_proj, config().initializer_range, generator);
 }
+
+torch::Tensor SummaryHeadModelImpl::SummaryLogits(
+    const torch::Tensor& hidden, const torch::Tensor& cls_index) {
+  return logits_proj(sequence_summary(hidden, cls_index));
+}
+
+XLNetForSequenceClassificationImpl::XLNetForSequenceClassificationImpl(
+    const XLNetConfig& config)
+    : SummaryHeadModelImpl(config, NumLabels(config)),
+      num_labels_(NumLabels(config)) {}
 
 SequenceClassificationOutputs XLNetForSequenceClassificationImpl::forward(
     const XLNetInputs& inputs, const torch::Tensor& cls_index,
@@ -86,8 +102,7 @@ SequenceClassificationOutputs XLNetForSequenceClassificationImpl::forward(
   CheckContentStreamOnly(inputs, "XLNetForSequenceClassification");
   XLNetOutputs out = transformer->forward(inputs, options);
   SequenceClassificationOutputs result;
-  result.logits =
-      logits_proj(sequence_summary(out.last_hidden_state, cls_index));
+  result.logits = SummaryLogits(out.last_hidden_state, cls_index);
   result.new_mems = std::move(out.new_mems);
   return result;
 }

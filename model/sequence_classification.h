@@ -46,6 +46,34 @@ class SequenceSummaryImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SequenceSummary);
 
+// What XLNetForSequenceClassification and XLNetForMultipleChoice share:
+// the backbone, one SequenceSummary and logits_proj [W, D] on it, under HF's
+// names (transformer.*, sequence_summary.*, logits_proj.*). The two differ
+// only in W (N labels; 1 score per option) and in how their inputs reach
+// the backbone.
+class SummaryHeadModelImpl : public torch::nn::Module {
+ public:
+  // Everything, XLNet init, global generator (as XLNetModelImpl).
+  void ResetParameters();
+  // Only sequence_summary and logits_proj, from a generator seeded with
+  // `seed` (deterministic, independent of the global generator).
+  void ResetHeadParameters(uint64_t seed);
+  const XLNetConfig& config() const { return transformer->config(); }
+
+  XLNetModel transformer{nullptr};
+  SequenceSummary sequence_summary{nullptr};
+  torch::nn::Linear logits_proj{nullptr};
+
+ protected:
+  // Registers the three modules in that order; logits_proj has `width`
+  // outputs.
+  SummaryHeadModelImpl(const XLNetConfig& config, int64_t width);
+  // logits_proj(sequence_summary(hidden, cls_index)): hidden [B, L, D] ->
+  // [B, W].
+  torch::Tensor SummaryLogits(const torch::Tensor& hidden,
+                              const torch::Tensor& cls_index = {});
+};
+
 struct SequenceClassificationOutputs {
   // [B, N] (N = 1 for regression), the dtype of the last hidden state.
   torch::Tensor logits;
@@ -56,14 +84,9 @@ struct SequenceClassificationOutputs {
 // HF XLNetForSequenceClassification: transformer + sequence_summary +
 // logits_proj. N = config.id2label.size(); N == 1 is regression (HF's
 // problem_type "regression"), otherwise single-label classification.
-class XLNetForSequenceClassificationImpl : public torch::nn::Module {
+class XLNetForSequenceClassificationImpl : public SummaryHeadModelImpl {
  public:
   explicit XLNetForSequenceClassificationImpl(const XLNetConfig& config);
-  // Everything, XLNet init, global generator (as XLNetModelImpl).
-  void ResetParameters();
-  // Only sequence_summary and logits_proj, from a generator seeded with
-  // `seed` (deterministic, independent of the global generator).
-  void ResetHeadParameters(uint64_t seed);
   // Content stream only: inputs.perm_mask and inputs.target_mapping must be
   // undefined. cls_index [B] int64 is used by summary_type "cls_index".
   SequenceClassificationOutputs forward(
@@ -71,11 +94,6 @@ class XLNetForSequenceClassificationImpl : public torch::nn::Module {
       const XLNetForwardOptions& options = {});
   int64_t num_labels() const { return num_labels_; }
   bool is_regression() const { return num_labels_ == 1; }
-  const XLNetConfig& config() const { return transformer->config(); }
-
-  XLNetModel transformer{nullptr};
-  SequenceSummary sequence_summary{nullptr};
-  torch::nn::Linear logits_proj{nullptr};
 
  private:
   int64_t num_labels_;
