@@ -2,7 +2,7 @@
 // unigrams and bigrams weighted by sublinear tf-idf (rows L2-normalised),
 // into a multinomial logistic regression trained full-batch with Adam; the
 // L2 penalty is picked on the dev set from a small grid. It is the yardstick
-// next to which fine-tuned XLNet numbers are reported (README).
+// next to which fine-tuned XLNet numbers are reported (docs/finetuning.md).
 #pragma once
 
 #include <map>

@@ -11,7 +11,7 @@
 #
 # XLNET_SANITIZE_BUILD_DIR (default build-san), XLNET_JOBS (default: all
 # cores). A cold build takes about twice the normal one; the tests about
-# twice as long (measured figures: README, "Reliability").
+# twice as long (measured figures: docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${XLNET_SANITIZE_BUILD_DIR:-build-san}

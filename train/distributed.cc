@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
 #else
           return absl::FailedPreconditionError(
               "backend nccl needs a LibTorch built with NCCL (USE_C10D_NCCL; "
-              "see XLNET_NCCL_ROOT in README.md)");
+              "see XLNET_NCCL_ROOT in docs/building.md)");
 #endif
         }
 #if defined(XLNET_WITH_GLOO)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The genre acceptance experiment (README, "Fine-tuning results"):
+# The genre acceptance experiment (docs/finetuning.md, "Results on the Brown
+# genre task"):
 #   1. the Brown corpus minus every document that the genre task's dev/test
 #      passages come from (brown_pretrain_corpus.py),
 #   2. an 8000-piece tokenizer and shards of it,
@@ -13,8 +14,8 @@
 #   BROWN_DIR holds brown.txt and genre/{train,dev,test}.tsv.
 #   XLNET_CONFIG picks the pretraining config (default
 #   configs/brown-small.yaml, CPU; configs/brown-medium.yaml is the GPU one
-#   behind the README's figures) and XLNET_FT_CONFIG the fine-tuning one
-#   (default: the same name with -finetune); XLNET_SET="--set
+#   behind the figures in docs/finetuning.md) and XLNET_FT_CONFIG the
+#   fine-tuning one (default: the same name with -finetune); XLNET_SET="--set
 #   train.device=cuda" adds settings to pretraining, XLNET_FT_SET to
 #   fine-tuning;
 #   XLNET_BOW=0 skips the baseline; XLNET_BIN picks the binaries' folder.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Segment recurrence in fine-tuning (finetune.long_inputs: chunks; README,
-# "Long inputs"): the same pretrained tiny model fine-tuned the same number
-# of steps with
+# Segment recurrence in fine-tuning (finetune.long_inputs: chunks;
+# docs/finetuning.md, "Long inputs"): the same pretrained tiny model
+# fine-tuned the same number of steps with
 #   trunc64    inputs truncated to C = 64 tokens (the official behaviour),
 #   chunks64   up to 4 chunks of 64 tokens, memory = the whole prefix,
 #   chunks64m32  the same with the pretrained model's mem_len (32 tokens),

@@ -72,7 +72,7 @@ class LaunchE2ETest : public ::testing::Test {
                         "--set train.keep_checkpoints=0 --resume latest");
   }
 
-  // torchrun as the README spells it; stdout teed (Python 3.11 needs
+  // torchrun as docs/distributed.md spells it; stdout teed (Python 3.11 needs
   // --redirects with 1.13), logs under the test's directory. Through env(1),
   // so SpawnCommand's "exec" runs it (sh cannot exec "VAR=value cmd").
   static std::string TorchrunCommand(const std::string& launch,
