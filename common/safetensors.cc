@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -272,10 +273,14 @@ uint64_t SafetensorsFile::data_bytes() const {
 absl::Status WriteSafetensors(
     const std::string& path, const NamedTensors& tensors,
     const std::map<std::string, std::string>& metadata) {
-  // nlohmann's ordered_json keeps insertion order, so the header lists
-  // tensors in data order.
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // The header lists tensors in data order. It is assembled entry by entry:
+  // an ordered_json object looks each name up linearly, O(n^2) for n
+  // tensors; names are checked for repeats in a set instead.
+  std::string header_text = "{";
+  if (!metadata.empty()) {
+    header_text += "\"__metadata__\":" + Json(metadata).dump();
+  }
+  std::set<std::string> names;
   std::vector<torch::Tensor> data;
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
@@ -283,7 +288,7 @@ absl::Status WriteSafetensors(
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": invalid tensor name '", name, "'"));
     }
-    if (header.contains(name)) {
+    if (!names.insert(name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": duplicate tensor name '", name, "'"));
     }
@@ -296,13 +301,16 @@ absl::Status WriteSafetensors(
     torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
     const uint64_t bytes =
         static_cast<uint64_t>(cpu.numel()) * cpu.element_size();
-    header[name] = {{"dtype", dtype},
-                    {"shape", cpu.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    const nlohmann::ordered_json entry = {
+        {"dtype", dtype},
+        {"shape", cpu.sizes().vec()},
+        {"data_offsets", {offset, offset + bytes}}};
+    if (header_text.size() > 1) header_text += ",";
+    header_text += Json(name).dump() + ":" + entry.dump();
     offset += bytes;
     data.push_back(std::move(cpu));
   }
-  std::string header_text = header.dump();
+  header_text += "}";
   // Pad with spaces so the data section starts 8-byte aligned.
   while ((8 + header_text.size()) % 8 != 0) header_text.push_back(' ');
   return WriteFileAtomicWith(path, [&](int fd, const std::string& tmp) {

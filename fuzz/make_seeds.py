@@ -127,6 +127,17 @@ def main():
         "d": ("BOOL", [3], b"\x01\x00\x01"),
     }, {"format": "pt"}))
     put("safetensors", "empty", safetensors({}))
+    # Large headers: parsing must stay O(n log n) in the tensor count (the
+    # duplicate-key check was once quadratic). The 60-entry seed fits the
+    # fuzzing -max_len; the 4096-entry ones are replayed.
+    for n in [60, 4096]:
+        put("safetensors", "many_tensors_%d" % n, safetensors({
+            "t%d" % i: ("U8", [1], bytes([i % 256])) for i in range(n)}))
+    # The same with its last name repeating an early one (same length, so
+    # the header length still holds).
+    many = safetensors({"t%04d" % i: ("U8", [1], b"\0") for i in range(4096)})
+    put("safetensors", "many_tensors_duplicate",
+        many.replace(b'"t4095"', b'"t0007"'))
     # YAML config
     for name in ["tiny.yaml", "tiny-finetune.yaml", "small.yaml"]:
         put("config_yaml", name, src("configs/" + name))
