@@ -62,8 +62,12 @@ int64_t CapThreads(int64_t requested, const std::string& key) {
 }
 
 int ConfigureThreads(int64_t threads) {
-  int n = static_cast<int>(threads);
-  if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t cores =
+      std::max<int64_t>(1, std::thread::hardware_concurrency());
+  // At most one per core (callers warn through CapThreads): a count like
+  // 100000 would start threads until the process is killed.
+  const int n =
+      static_cast<int>(threads <= 0 ? cores : std::min(threads, cores));
   torch::set_num_threads(n);
   return torch::get_num_threads();
 }

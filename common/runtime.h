@@ -9,8 +9,9 @@
 
 namespace xlnet {
 
-// Sets LibTorch's intra-op threads (`threads` 0 = all cores). Debian's
-// LibTorch otherwise starts with one. Returns the count in use.
+// Sets LibTorch's intra-op threads (`threads` 0 = all cores, at most the
+// cores). Debian's LibTorch otherwise starts with one. Returns the count in
+// use.
 int ConfigureThreads(int64_t threads);
 
 // `requested` threads, at most the machine's cores: a larger count from a

@@ -213,8 +213,11 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
   if (train_path.empty()) config.train.max_steps = 0;
   const FinetuneConfig& ft = config.finetune;
 
-  XLNET_ASSIGN_OR_RETURN(const bool launched,
-                         LaunchLocalRanksIfAsked(options.launch));
+  XLNET_ASSIGN_OR_RETURN(
+      const bool launched,
+      LaunchLocalRanksIfAsked(options.launch, [&](int64_t world_size) {
+        return finetune::CheckFinetuneBatchSplit(config.train, world_size);
+      }));
   if (launched) return absl::OkStatus();  // the local ranks are done
   XLNET_ASSIGN_OR_RETURN(RankSetup setup_value, SetUpRank(&config));
   RankSetup* setup = &setup_value;

@@ -87,6 +87,18 @@ absl::StatusOr<std::unique_ptr<TaskHead>> MakeTaskHead(
 // ---------------------------------------------------------------------------
 // FinetuneUnit
 
+absl::Status CheckFinetuneBatchSplit(const TrainConfig& tc,
+                                     int64_t world_size) {
+  const int64_t per_step = world_size * tc.grad_accum_steps;
+  if (tc.batch_size % per_step != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train.batch_size=", tc.batch_size, " must split evenly over ",
+        world_size, " ranks x ", tc.grad_accum_steps,
+        " micro-batches (train.grad_accum_steps)"));
+  }
+  return absl::OkStatus();
+}
+
 FinetuneUnit::FinetuneUnit(FinetuneUnitOptions options,
                            std::unique_ptr<TaskHead> head)
     : options_(std::move(options)), head_(std::move(head)) {}
@@ -98,13 +110,7 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
   XLNET_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(tc.device));
   const torch::ScalarType dtype = ScalarTypeOf(tc.dtype);
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
-  const int64_t per_step = options.world_size * tc.grad_accum_steps;
-  if (tc.batch_size % per_step != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "train.batch_size=", tc.batch_size, " must split evenly over ",
-        options.world_size, " ranks x ", tc.grad_accum_steps,
-        " micro-batches (train.grad_accum_steps)"));
-  }
+  XLNET_RETURN_IF_ERROR(CheckFinetuneBatchSplit(tc, options.world_size));
   XLNET_ASSIGN_OR_RETURN(std::unique_ptr<TaskHead> head,
                          MakeTaskHead(options, device, dtype));
   std::unique_ptr<FinetuneUnit> unit(

@@ -64,6 +64,11 @@ absl::StatusOr<std::unique_ptr<TaskHead>> MakeTaskHead(
     const TaskHeadOptions& options, torch::Device device,
     torch::ScalarType dtype);
 
+// train.batch_size must split over `world_size` ranks and the accumulation
+// micro-steps. Checked by FinetuneUnit::Create, and before --nproc_per_node
+// starts any rank.
+absl::Status CheckFinetuneBatchSplit(const TrainConfig& tc, int64_t world_size);
+
 class FinetuneUnit : public TrainUnit {
  public:
   // `train` is the training set (may be empty for prediction only); `dev`

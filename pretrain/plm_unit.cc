@@ -29,8 +29,8 @@ std::string TensorString(const torch::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
 }
 
-// train.batch_size must split over the ranks and accumulation micro-steps
-// (into forward+backward halves with bi_data).
+}  // namespace
+
 absl::Status CheckBatchSplit(const Config& config, int64_t world_size) {
   const TrainConfig& train = config.train;
   const int64_t per_step = world_size * train.grad_accum_steps;
@@ -43,6 +43,8 @@ absl::Status CheckBatchSplit(const Config& config, int64_t world_size) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // The unigram baseline's log-probabilities: token frequencies of the
 // training split (add-one smoothed) over the vocabulary. A blend

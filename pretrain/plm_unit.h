@@ -36,6 +36,11 @@ struct PlmUnitOptions {
   int world_size = 1;
 };
 
+// train.batch_size must split over `world_size` ranks and the accumulation
+// micro-steps (into forward+backward halves with bi_data). Checked by
+// PlmUnit::Create, and before --nproc_per_node starts any rank.
+absl::Status CheckBatchSplit(const Config& config, int64_t world_size);
+
 class PlmUnit : public TrainUnit {
  public:
   static absl::StatusOr<std::unique_ptr<PlmUnit>> Create(

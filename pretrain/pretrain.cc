@@ -46,8 +46,11 @@ absl::Status RunPretraining(const PretrainOptions& options) {
         options.config_path,
         ") both name training data; use one or the other"));
   }
-  XLNET_ASSIGN_OR_RETURN(const bool launched,
-                         LaunchLocalRanksIfAsked(options.launch));
+  XLNET_ASSIGN_OR_RETURN(
+      const bool launched,
+      LaunchLocalRanksIfAsked(options.launch, [&](int64_t world_size) {
+        return CheckBatchSplit(config, world_size);
+      }));
   if (launched) return absl::OkStatus();
 
   XLNET_ASSIGN_OR_RETURN(RankSetup rank, SetUpRank(&config));

@@ -2,6 +2,7 @@
 // a safetensors file (batch-first, HF names); writes the outputs.
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/flags.h"
 #include "common/runtime.h"
@@ -51,7 +52,13 @@ absl::Status Run(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "--model, --inputs and --outputs are required; see xlnet-run --help");
   }
-  xlnet::ConfigureThreads(threads);
+  if (threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads ", threads, ": must be >= 0"));
+  }
+  // More threads than cores only slow the pass down; 100000 would spawn
+  // until killed.
+  xlnet::ConfigureThreads(xlnet::CapThreads(threads, "--threads"));
   return xlnet::RunModel(options);
 }
 

@@ -44,11 +44,21 @@ std::vector<std::string> RankArgs(int argc, const char* const* argv,
   return args;
 }
 
-absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options) {
+int64_t MaxLocalRanks() {
+  return std::max<int64_t>(8, std::thread::hardware_concurrency());
+}
+
+absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options,
+                                             const WorldSizeCheck& check) {
   if (options.nproc_per_node < 1) {
     return absl::InvalidArgumentError("--nproc_per_node must be >= 1");
   }
   if (options.nproc_per_node == 1) return false;
+  if (options.nproc_per_node > MaxLocalRanks()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nproc_per_node ", options.nproc_per_node, " is more than the ",
+        MaxLocalRanks(), " local ranks this machine runs (one per core)"));
+  }
   XLNET_ASSIGN_OR_RETURN(const DistEnv env, DistEnvFromEnvironment());
   if (env.world_size > 1) {
     if (env.rank == 0) {
@@ -58,6 +68,7 @@ absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options) {
     }
     return false;
   }
+  if (check) XLNET_RETURN_IF_ERROR(check(options.nproc_per_node));
   // Stopped while starting up: no ranks to start, nothing to save.
   if (StopRequested()) return true;
   XLNET_RETURN_IF_ERROR(LaunchLocalRanks(

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,11 +39,22 @@ void AddLaunchFlags(FlagParser& flags, LaunchOptions* options);
 std::vector<std::string> RankArgs(int argc, const char* const* argv,
                                   const std::vector<std::string>& drop = {});
 
+// The most ranks --nproc_per_node starts on one machine: one per core, and
+// at least 8 (so that a small machine can still run a few test ranks).
+int64_t MaxLocalRanks();
+
+// Checks a run's configuration for a world of `world_size` ranks (the batch
+// split) before any rank is started.
+using WorldSizeCheck = std::function<absl::Status(int64_t world_size)>;
+
 // With nproc_per_node > 1 and an environment that describes one process (no
 // torchrun or srun world of several ranks), starts the local ranks of this
 // program and waits for them: returns true, and the caller is done.
-// Otherwise returns false and the caller runs as one rank.
-absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options);
+// Otherwise returns false and the caller runs as one rank. nproc_per_node
+// above MaxLocalRanks(), or one that `check` refuses, is an error before
+// anything is forked (each rank would otherwise fail only after starting).
+absl::StatusOr<bool> LaunchLocalRanksIfAsked(const LaunchOptions& options,
+                                             const WorldSizeCheck& check);
 
 // Where one rank runs and how it talks to the others.
 struct RankDevice {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace xlnet {
 namespace {
 
@@ -79,6 +81,36 @@ TEST(RunSetupTest, OneCpuProcessKeepsItsConfig) {
   EXPECT_EQ(setup->group, nullptr);
   EXPECT_EQ(setup->env.world_size, 1);
   EXPECT_EQ(RunConfigYaml(config, *setup), before);
+}
+
+// --nproc_per_node is bounded, and the batch split checked, before anything
+// is forked: 100000 ranks once forked until killed, and a batch that does
+// not split over the ranks failed only inside each started rank.
+TEST(RunSetupTest, LaunchRefusesBeforeForking) {
+  ASSERT_EQ(std::getenv("WORLD_SIZE"), nullptr) << "run outside torchrun";
+  LaunchOptions options;
+  options.nproc_per_node = 100000;
+  int64_t checked = 0;
+  const WorldSizeCheck check = [&](int64_t world_size) {
+    checked = world_size;
+    return absl::InvalidArgumentError("batch does not split");
+  };
+  auto too_many = LaunchLocalRanksIfAsked(options, check);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("--nproc_per_node 100000 is "
+                                             "more than the"),
+            std::string::npos)
+      << too_many.status();
+  EXPECT_EQ(checked, 0);
+  options.nproc_per_node = 2;
+  auto refused = LaunchLocalRanksIfAsked(options, check);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "batch does not split");
+  EXPECT_EQ(checked, 2);
+  options.nproc_per_node = 1;
+  auto single = LaunchLocalRanksIfAsked(options, check);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_FALSE(*single);
 }
 
 }  // namespace
