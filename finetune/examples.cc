@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -199,6 +200,17 @@ std::string BuildExample(const RawRow& row, const FieldNames& fields,
     }
     ex->value = v;
   } else {
+    // Checked here, at the file and line: an invalid label once failed only
+    // when the label set was written as JSON, after training.
+    if (!data::IsValidUtf8(row.label.value)) {
+      return absl::StrCat("label in field '", fields.label,
+                          "' is not valid UTF-8");
+    }
+    // "pos " would be a class of its own beside "pos".
+    if (absl::StripAsciiWhitespace(row.label.value) != row.label.value) {
+      return absl::StrCat("label '", row.label.value, "' in field '",
+                          fields.label, "' has leading or trailing whitespace");
+    }
     if (options.labels != nullptr && options.labels->Id(row.label.value) < 0) {
       return absl::StrCat("unknown label '", row.label.value, "' (known: ",
                           absl::StrJoin(options.labels->names(), ", "), ")");
@@ -207,6 +219,22 @@ std::string BuildExample(const RawRow& row, const FieldNames& fields,
   }
   ex->has_label = true;
   return "";
+}
+
+// An error for the first of `lines` longer than `max_bytes`, naming the file
+// and line and quoting the line's first bytes (escaped); OK when none is.
+absl::Status CheckLineLengths(const std::vector<TextLine>& lines,
+                              const std::string& source, size_t max_bytes) {
+  constexpr size_t kQuoted = 40;
+  for (const TextLine& line : lines) {
+    if (line.text.size() <= max_bytes) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", line.number, ": a line of ", line.text.size(),
+                     " bytes, over the limit of ", max_bytes, " (it starts \"",
+                     absl::CHexEscape(line.text.substr(0, kQuoted)),
+                     "\"...; a file without line ends?)"));
+  }
+  return absl::OkStatus();
 }
 
 // One data record of a table (TSV or CSV): the 1-based line it starts on,
@@ -244,6 +272,11 @@ absl::StatusOr<ExampleSet> ParseTable(const std::vector<std::string>& header,
     const int64_t row_index = static_cast<int64_t>(i);
     if (!record.problem.empty()) {
       XLNET_RETURN_IF_ERROR(problems.Bad(location, record.problem));
+      continue;
+    }
+    if (record.cells == header) {
+      XLNET_RETURN_IF_ERROR(problems.Bad(
+          location, "the header row again (files joined with their headers?)"));
       continue;
     }
     if (record.cells.size() != header.size()) {
@@ -284,6 +317,8 @@ absl::StatusOr<ExampleSet> ParseTsv(absl::string_view contents,
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": empty file (a TSV needs a header row)"));
   }
+  XLNET_RETURN_IF_ERROR(
+      CheckLineLengths(lines, source, options.max_line_bytes));
   const std::vector<std::string> header = absl::StrSplit(lines[0].text, '\t');
   std::vector<TableRecord> records(lines.size() - 1);
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -466,7 +501,10 @@ absl::StatusOr<ExampleSet> ParseJsonl(absl::string_view contents,
   Problems problems(options.bad_rows, &out);
   bool resolved = false;
   int64_t row_index = -1;
-  for (const TextLine& line : SplitLines(contents)) {
+  const std::vector<TextLine> lines = SplitLines(contents);
+  XLNET_RETURN_IF_ERROR(
+      CheckLineLengths(lines, source, options.max_line_bytes));
+  for (const TextLine& line : lines) {
     ++row_index;
     const std::string location = absl::StrCat(source, ":", line.number);
     if (absl::StripAsciiWhitespace(line.text).empty()) {

@@ -134,6 +134,10 @@ struct ReadOptions {
   // the line where it starts.
   size_t max_csv_field_bytes = size_t{1} << 20;
   size_t max_csv_record_bytes = size_t{4} << 20;
+  // TSV and JSON Lines: the longest line (bytes) read; a longer one (often a
+  // file without line ends) is an error naming the file and line and quoting
+  // the line's first bytes, not the whole line.
+  size_t max_line_bytes = size_t{4} << 20;
 };
 
 // The reader options of a fine-tuning config: `task`, finetune.bad_rows and

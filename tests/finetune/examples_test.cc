@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "config/config.h"
 #include "tests/finetune/finetune_test_env.h"
@@ -344,6 +349,75 @@ TEST(ReadCsvTest, UnterminatedQuoteAndLimitsAreErrorsWithTheLine) {
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("e.csv: empty file"),
             std::string::npos);
+}
+
+// TSV and JSON Lines lines are bounded: a file without line ends is an
+// error naming the line and quoting its start, not echoing all of it (a
+// 2 GB line once took 10.6 GB and came back whole in the message).
+TEST(ReadTsvTest, OverlongLineIsAnErrorQuotingItsStart) {
+  ReadOptions small;
+  small.max_line_bytes = 64;
+  const std::string long_text(1000, 'x');
+  for (const auto& [format, contents, line] :
+       std::vector<std::tuple<ExampleFormat, std::string, int>>{
+           {ExampleFormat::kTsv, "text\tlabel\n" + long_text + "\ta\n", 2},
+           {ExampleFormat::kTsv, long_text + "\tlabel\n", 1},
+           {ExampleFormat::kJsonl,
+            "{\"text\": \"a\", \"label\": \"b\"}\n{\"text\": \"" + long_text +
+                "\"}\n",
+            2}}) {
+    auto set = ParseExamples(contents, "big", format, small);
+    ASSERT_FALSE(set.ok());
+    const std::string message(set.status().message());
+    EXPECT_NE(message.find(absl::StrCat("big:", line, ": a line of ")),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("over the limit of 64"), std::string::npos);
+    EXPECT_LT(message.size(), 200u) << message;
+  }
+  // At the limit is fine.
+  small.max_line_bytes = 11;
+  EXPECT_TRUE(
+      ParseExamples("text\tlabel\nabc\tdef\n", "ok", ExampleFormat::kTsv, small)
+          .ok());
+}
+
+// Labels are checked where they are read: invalid UTF-8 (which once failed
+// only when the label set was written, after training), whitespace around
+// a label (which made "pos " a class beside "pos") and the header row
+// repeated inside the file (which became a class "label") are bad rows
+// naming the file and line.
+TEST(ReadTsvTest, LabelHygiene) {
+  const std::string tsv =
+      "sentence\tlabel\n"
+      "a\tpos\n"           // 2: fine
+      "b\tpos \n"          // 3: trailing space
+      "c\t\xff\xfe\n"      // 4: invalid UTF-8
+      "sentence\tlabel\n"  // 5: the header again
+      "d\tneg\n";          // 6: fine
+  ReadOptions options;
+  options.bad_rows = BadRowPolicy::kSkip;
+  ExampleSet set = ParseOk(tsv, ExampleFormat::kTsv, options);
+  ASSERT_EQ(set.examples.size(), 2u);
+  const std::vector<std::string> expected = {
+      "in:3: label 'pos ' in field 'label' has leading or trailing whitespace",
+      "in:4: label in field 'label' is not valid UTF-8",
+      "in:5: the header row again (files joined with their headers?)",
+  };
+  EXPECT_EQ(set.problems, expected);
+  // Fatal with the default policy, in every format.
+  for (const auto& [contents, format, needle] :
+       std::vector<std::tuple<std::string, ExampleFormat, std::string>>{
+           {tsv, ExampleFormat::kTsv, "t:3: label 'pos '"},
+           {"text,label\na,b\ntext,label\n", ExampleFormat::kCsv,
+            "t:3: the header row again"},
+           {"{\"text\": \"a\", \"label\": \" b\"}\n", ExampleFormat::kJsonl,
+            "t:1: label ' b'"}}) {
+    auto fatal = ParseExamples(contents, "t", format, {});
+    ASSERT_FALSE(fatal.ok()) << needle;
+    EXPECT_NE(fatal.status().message().find(needle), std::string::npos)
+        << fatal.status();
+  }
 }
 
 // The finetune.*_column keys rename the columns of every format; a column
