@@ -125,7 +125,16 @@ absl::Status AdamW::LoadState(const SafetensorsFile& file) {
     }
   }
   auto step = file.Load("step");
-  if (!step.ok() || step->numel() != 1) problems.push_back("missing step");
+  if (!step.ok() || step->numel() != 1) {
+    problems.push_back("missing step");
+  } else if (step->scalar_type() != torch::kInt64) {
+    // item<int64_t>() would convert an F64 (or any) step silently.
+    problems.push_back(absl::StrCat("step must be an I64 scalar, found ",
+                                    c10::toString(step->scalar_type())));
+  } else if (step->item<int64_t>() < 0) {
+    problems.push_back(
+        absl::StrCat("step ", step->item<int64_t>(), " is negative"));
+  }
   if (!problems.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         file.path(), ": optimizer state does not match the model: ",

@@ -81,6 +81,14 @@ absl::StatusOr<int64_t> IntField(const nlohmann::json& state, const char* key,
     return absl::DataLossError(
         absl::StrCat(path, ": ", key, " must be an integer, got ", v.dump()));
   }
+  // get<int64_t>() of 2^63 and above (stored unsigned) is a cast to a
+  // negative number: refuse it by name instead.
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::DataLossError(absl::StrCat(path, ": ", key, " ", v.dump(),
+                                            " is too large (at most ",
+                                            INT64_MAX, ")"));
+  }
   const int64_t value = v.get<int64_t>();
   if (value < min) {
     return absl::DataLossError(

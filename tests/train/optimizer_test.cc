@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "tests/test_util.h"
 
@@ -189,6 +190,35 @@ TEST(AdamWTest, LoadStateReportsAllMismatches) {
       << message;
   EXPECT_NE(message.find("missing exp_avg_sq.transformer.layer.1.rel_attn.q"),
             std::string::npos);
+}
+
+// The step count is an I64 scalar >= 0: an F64 step was converted by
+// item<int64_t>() and a negative one accepted, both silently.
+TEST(AdamWTest, LoadStateRefusesBadStep) {
+  testing::TempDir tmp;
+  TrainConfig t;
+  NamedTensors params = MakeParams();
+  AdamW opt(params, t);
+  std::map<std::string, torch::Tensor> base;
+  for (const auto& [name, tensor] : opt.StateTensors()) base[name] = tensor;
+  for (const auto& [step, expected] :
+       std::vector<std::pair<torch::Tensor, std::string>>{
+           {torch::tensor(3.0, torch::kFloat64),
+            "step must be an I64 scalar, found Double"},
+           {torch::tensor(int64_t{-2}), "step -2 is negative"}}) {
+    NamedTensors state;
+    for (const auto& [name, tensor] : base) {
+      state.emplace_back(name, name == "step" ? step : tensor);
+    }
+    const std::string path = tmp.Join("opt.safetensors");
+    ASSERT_TRUE(WriteSafetensors(path, state).ok());
+    auto file = SafetensorsFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    const absl::Status status = opt.LoadState(*file);
+    ASSERT_FALSE(status.ok()) << expected;
+    EXPECT_NE(status.message().find(expected), std::string::npos) << status;
+    EXPECT_NE(status.message().find("opt.safetensors"), std::string::npos);
+  }
 }
 
 TEST(ClipTest, GlobalNorm) {

@@ -527,6 +527,10 @@ TEST(TrainerTest, ImplausibleTrainerStateIsRefused) {
            {"step", -3, "trainer_state.json: step -3"},
            {"step", 9, "trainer_state.json: step 9 is not the step of"},
            {"step", "four", "trainer_state.json: step must be an integer"},
+           {"step", 4.0, "trainer_state.json: step must be an integer"},
+           // Read by a cast, 2^63 was a negative step.
+           {"step", uint64_t{1} << 63,
+            "trainer_state.json: step 9223372036854775808 is too large"},
            {"world_size", 0, "trainer_state.json: world_size 0"},
            {"skipped_steps", 7, "trainer_state.json: skipped_steps 7"},
            {"bad_in_a_row", -1, "trainer_state.json: bad_in_a_row -1"},
