@@ -1,8 +1,11 @@
 #include "model_io/run.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/runtime.h"
@@ -60,6 +63,83 @@ absl::Status CheckMaskDtype(const std::string& name, const torch::Tensor& t) {
   return CheckZeroOne(name, t);
 }
 
+// Levenshtein distance of `a` and `b`, stopping early past `limit`.
+size_t EditDistance(const std::string& a, const std::string& b, size_t limit) {
+  const size_t gap =
+      a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (gap > limit) return limit + 1;
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Names in `tensors` the model does not read are skipped with a warning (an
+// inputs file may carry labels or other tensors), except a misspelling of an
+// input (within two edits, "attention_masks") or a mems.N past the layers:
+// those were once skipped too, so the run went on without them.
+absl::Status CheckInputNames(
+    const std::map<std::string, torch::Tensor>& tensors,
+    const XLNetConfig& config) {
+  const std::vector<std::string> names = {"input_ids",      "token_type_ids",
+                                          "attention_mask", "perm_mask",
+                                          "target_mapping", "mems.0"};
+  for (const auto& [name, t] : tensors) {
+    int64_t layer = -1;
+    if (name.rfind("mems.", 0) == 0 &&
+        absl::SimpleAtoi(name.substr(5), &layer) &&
+        name == absl::StrCat("mems.", layer)) {
+      if (layer >= 0 && layer < config.n_layer) continue;
+      return Bad(name, absl::StrCat("the model has mems.0 .. mems.",
+                                    config.n_layer - 1));
+    }
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    for (const std::string& known : names) {
+      if (EditDistance(name, known, 2) <= 2) {
+        return Bad(name, absl::StrCat("not an input of the model; did you "
+                                      "mean '",
+                                      known, "'?"));
+      }
+    }
+    XLOG(WARNING) << "ignoring input '" << name << "'";
+  }
+  return absl::OkStatus();
+}
+
+// The attention of one layer holds a few [B, n_head, L, M + L] float
+// tensors; with more than the memory available to this process (an input
+// of a million tokens) the pass would only fail in the allocator, or swap
+// for hours. The bound is the model's: n_head and the memory length scale
+// it with L.
+absl::Status CheckInputLength(int64_t b, int64_t l, int64_t m,
+                              const XLNetConfig& config) {
+  constexpr double kScoreTensors = 4;  // content, position, softmax, stream
+  const double bytes = kScoreTensors * sizeof(float) * static_cast<double>(b) *
+                       static_cast<double>(config.n_head) *
+                       static_cast<double>(l) * static_cast<double>(l + m);
+  const double available = static_cast<double>(AvailableMemoryBytes());
+  if (available > 0 && bytes > available) {
+    return Bad(
+        "input_ids",
+        absl::StrFormat("[%d, %d] with %d memory positions needs about %.0f "
+                        "MiB of attention scores per layer (n_head %d), more "
+                        "than the %.0f MiB available; give shorter or fewer "
+                        "rows",
+                        b, l, m, bytes / (1 << 20), config.n_head,
+                        available / (1 << 20)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<XLNetInputs> InputsFromTensors(
@@ -69,6 +149,7 @@ absl::StatusOr<XLNetInputs> InputsFromTensors(
     auto it = tensors.find(name);
     return it == tensors.end() ? torch::Tensor() : it->second;
   };
+  XLNET_RETURN_IF_ERROR(CheckInputNames(tensors, config));
   XLNetInputs in;
   in.input_ids = find("input_ids");
   if (!in.input_ids.defined()) {
@@ -152,14 +233,8 @@ absl::StatusOr<XLNetInputs> InputsFromTensors(
       in.mems[n] = in.mems[n].to(torch::kFloat).to(device);
     }
   }
-  for (const auto& [name, t] : tensors) {
-    bool known = name == "input_ids" || name == "token_type_ids" ||
-                 name == "attention_mask" || name == "perm_mask" ||
-                 name == "target_mapping";
-    for (int64_t n = 0; n < config.n_layer; ++n)
-      known |= name == absl::StrCat("mems.", n);
-    if (!known) XLOG(WARNING) << "ignoring input '" << name << "'";
-  }
+  XLNET_RETURN_IF_ERROR(
+      CheckInputLength(b, l, in.mems.empty() ? 0 : in.mems[0].size(0), config));
   in.input_ids = in.input_ids.to(device);
   for (auto* t : {&in.token_type_ids, &in.attention_mask, &in.perm_mask,
                   &in.target_mapping}) {

@@ -36,8 +36,11 @@ struct RunOptions {
 };
 
 // Checks names, dtypes and shapes of `tensors` against `config` and returns
-// them as model inputs on `device`. Unknown names are ignored (logged); every
-// other problem is an InvalidArgument naming the tensor.
+// them as model inputs on `device`. Unknown names are skipped (logged)
+// unless within two edits of an input's name (a misspelling); every other
+// problem is an InvalidArgument naming the tensor, an input whose
+// attention scores (B x n_head x L x (M + L) floats, a few per layer) would
+// not fit in the memory available, included.
 absl::StatusOr<XLNetInputs> InputsFromTensors(
     const std::map<std::string, torch::Tensor>& tensors,
     const XLNetConfig& config, torch::Device device);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
 #include "common/status.h"
 
 namespace xlnet {
@@ -451,10 +452,92 @@ class Unpickler {
   std::map<std::string, ValuePtr> storages_;
 };
 
+// Little-endian integers of a zip structure (callers check the bounds).
+uint64_t ReadLe(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Bounds what reading the archive would decompress. torch.save stores its
+// entries uncompressed; a deflated entry is inflated whole into memory at
+// its declared size, so a 2.7 MB archive could ask for 4.3 GB. The entries'
+// declared sizes, from the central directory (zip64 included), must add up
+// to at most `kMaxExpansion` times the file's size. A file that is not a
+// zip is left to PyTorchStreamReader's own error.
+absl::Status CheckZipExpansion(const MappedFile& file) {
+  constexpr uint64_t kMaxExpansion = 16;
+  const uint8_t* bytes = file.bytes();
+  const uint64_t size = file.size();
+  constexpr uint64_t kEocd = 22;
+  if (size < kEocd) return absl::OkStatus();
+  // The end-of-central-directory record: within the last 64 KiB + 22 bytes.
+  uint64_t eocd = size - kEocd;
+  const uint64_t lowest = size > kEocd + 65535 ? size - kEocd - 65535 : 0;
+  while (ReadLe(bytes + eocd, 4) != 0x06054b50) {
+    if (eocd == lowest) return absl::OkStatus();
+    --eocd;
+  }
+  uint64_t entries = ReadLe(bytes + eocd + 10, 2);
+  uint64_t offset = ReadLe(bytes + eocd + 16, 4);
+  // Zip64: the locator just before points at the zip64 record.
+  if (eocd >= 20 && ReadLe(bytes + eocd - 20, 4) == 0x07064b50) {
+    const uint64_t at = ReadLe(bytes + eocd - 20 + 8, 8);
+    if (size < 56 || at > size - 56 || ReadLe(bytes + at, 4) != 0x06064b50) {
+      return absl::InvalidArgumentError("corrupt zip64 directory record");
+    }
+    entries = ReadLe(bytes + at + 32, 8);
+    offset = ReadLe(bytes + at + 48, 8);
+  }
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < entries; ++i) {
+    if (offset > size || size - offset < 46 ||
+        ReadLe(bytes + offset, 4) != 0x02014b50) {
+      return absl::InvalidArgumentError("corrupt zip central directory");
+    }
+    const uint8_t* h = bytes + offset;
+    uint64_t uncompressed = ReadLe(h + 24, 4);
+    const uint64_t name_len = ReadLe(h + 28, 2);
+    const uint64_t extra_len = ReadLe(h + 30, 2);
+    const uint64_t comment_len = ReadLe(h + 32, 2);
+    if (size - offset - 46 < name_len + extra_len + comment_len) {
+      return absl::InvalidArgumentError("corrupt zip central directory");
+    }
+    // A zip64 size: the first field of the extra block with id 1.
+    for (uint64_t e = 0; uncompressed == 0xFFFFFFFF && e + 4 <= extra_len;) {
+      const uint8_t* x = h + 46 + name_len + e;
+      const uint64_t len = ReadLe(x + 2, 2);
+      if (ReadLe(x, 2) == 1 && len >= 8 && e + 4 + len <= extra_len) {
+        uncompressed = ReadLe(x + 4, 8);
+      }
+      e += 4 + len;
+    }
+    const std::string name(reinterpret_cast<const char*>(h + 46), name_len);
+    if (uncompressed > kMaxExpansion * size - total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zip entry '", name, "' would expand the archive's ", size,
+          " bytes past ", kMaxExpansion, " times (", uncompressed,
+          " bytes declared; torch.save stores entries uncompressed)"));
+    }
+    total += uncompressed;
+    offset += 46 + name_len + extra_len + comment_len;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<NamedTensors> ReadTorchSaveStateDict(const std::string& path) {
   NamedTensors out;
+  {
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
+                           MappedFile::Open(path));
+    const absl::Status bounded = CheckZipExpansion(*file);
+    if (!bounded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", bounded.message()));
+    }
+  }
   absl::Status status = CatchExceptions(
       "not a readable torch.save zip archive", [&]() -> absl::Status {
         caffe2::serialize::PyTorchStreamReader archive(path);

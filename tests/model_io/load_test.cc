@@ -154,6 +154,38 @@ TEST(CheckpointTest, PytorchBinThroughPickle) {
   EXPECT_FALSE(LoadPretrained(dir).ok());
 }
 
+// An entry that declares a huge uncompressed size (a zip bomb: 2.7 MB that
+// inflates to 4.3 GB) is refused from the central directory, before
+// anything is inflated or allocated.
+TEST(CheckpointTest, TorchSaveZipBombIsRefused) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  dict.insert("w", torch::zeros({4}));
+  const std::vector<char> saved = torch::pickle_save(dict);
+  std::string bytes(saved.begin(), saved.end());
+  const std::string dir = TempDir("bomb");
+  ASSERT_TRUE(WriteFileAtomic(dir + "/ok.bin", bytes).ok());
+  EXPECT_TRUE(ReadTorchSaveStateDict(dir + "/ok.bin").ok());
+  // Every central directory entry: deflated, 0xF0000000 bytes declared.
+  int patched = 0;
+  for (size_t at = bytes.find("PK\x01\x02"); at != std::string::npos;
+       at = bytes.find("PK\x01\x02", at + 4)) {
+    bytes[at + 10] = 8;
+    const char huge[4] = {0, 0, 0, static_cast<char>(0xF0)};
+    bytes.replace(at + 24, 4, huge, 4);
+    ++patched;
+  }
+  ASSERT_GT(patched, 0);
+  ASSERT_TRUE(WriteFileAtomic(dir + "/bomb.bin", bytes).ok());
+  auto bomb = ReadTorchSaveStateDict(dir + "/bomb.bin");
+  ASSERT_FALSE(bomb.ok());
+  EXPECT_TRUE(absl::StrContains(bomb.status().message(),
+                                dir + "/bomb.bin: zip entry '"))
+      << bomb.status();
+  EXPECT_TRUE(
+      absl::StrContains(bomb.status().message(), "4026531840 bytes declared"))
+      << bomb.status();
+}
+
 TEST(CheckpointTest, TorchSaveOrderedDictStateDict) {
   // An OrderedDict state_dict with _metadata and views sharing a storage, in
   // torch.save's format (see tests/fixtures/torch_save/README.md).
@@ -244,6 +276,24 @@ TEST(RunToolTest, BadInputsAreClearErrors) {
   t = in;
   t["attention_mask"] = torch::full({2, 12}, 0.5);
   expect_error(t, "0 or 1");
+  // A misspelled or out-of-range name was once ignored with a warning.
+  t = in;
+  t["attention_masks"] = torch::ones({2, 12});
+  expect_error(t,
+               "input 'attention_masks': not an input of the model; did "
+               "you mean 'attention_mask'?");
+  t = in;
+  t["mems.9"] = torch::zeros({4, 2, 64});
+  expect_error(t, "input 'mems.9': the model has mems.0 .. mems.1");
+  // An input far longer than memory allows is refused before the forward
+  // pass (its attention scores alone would be terabytes).
+  t = in;
+  t["input_ids"] = torch::zeros({1, int64_t{1} << 21}, torch::kLong);
+  t.erase("perm_mask");
+  t.erase("target_mapping");
+  t.erase("token_type_ids");
+  t.erase("attention_mask");
+  expect_error(t, "input 'input_ids': [1, 2097152] with 0 memory positions");
 }
 
 TEST(RunToolTest, BinaryExitCodesAndOneLineErrors) {
