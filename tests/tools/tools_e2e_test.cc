@@ -201,6 +201,29 @@ void FinetuneE2ETest::ExpectResumeEqualsUninterruptedRun(
             ReadJsonFile(split.Join("best/best.json")));
 }
 
+// xlnet-data inspect and dump without --config say the shapes they assume
+// (the defaults, with any --set) in one line; with --config they do not.
+TEST_F(FinetuneE2ETest, DataInspectWithoutConfigNamesTheShapesItAssumes) {
+  const std::string data = tmp_->Join("data");
+  CommandResult r =
+      RunCommand(ToolPath("data") + " inspect --data " + data +
+                 " --set data.seq_len=64 --set data.reuse_len=32"
+                 " --set data.perm_size=32 --set data.num_predict=10"
+                 " --set data.bi_data=false --set train.batch_size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("xlnet-data inspect: no --config: assuming "
+                          "data.seq_len=64, train.batch_size=4 (the defaults "
+                          "with any --set)"),
+            std::string::npos)
+      << r.output;
+  testing::TempDir out;
+  r = RunCommand(ToolPath("data") + " dump --data " + data + " --config " +
+                 SourcePath("configs/tiny.yaml") + " --batches 1 --out " +
+                 out.Join("b.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("no --config"), std::string::npos) << r.output;
+}
+
 // Training lines carry "epoch" (rows consumed / training rows) and
 // "learning_rate"; the run ends with one summary line naming the best dev
 // metric, printed once (not again by the tool).
