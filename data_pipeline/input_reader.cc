@@ -140,6 +140,16 @@ std::string_view WithoutCompressionSuffix(std::string_view name) {
   return name;
 }
 
+// The keys of the JSON object `json`, comma-separated (nlohmann::json
+// keeps them sorted), or "(none)".
+std::string KeysOf(const nlohmann::json& json) {
+  std::string keys;
+  for (const auto& item : json.items()) {
+    absl::StrAppend(&keys, keys.empty() ? "" : ", ", item.key());
+  }
+  return keys.empty() ? "(none)" : keys;
+}
+
 }  // namespace
 
 InputKind KindOfInput(const std::string& path) {
@@ -273,7 +283,8 @@ absl::Status RecordText(std::string_view record, const std::string& key,
   const auto it = json.find(key);
   if (it == json.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the record has no field '", key, "' (--json_key)"));
+        absl::StrCat("the record has no field '", key,
+                     "' (--json_key); its fields: ", KeysOf(json)));
   }
   if (!it->is_string()) {
     return absl::InvalidArgumentError(
@@ -281,6 +292,33 @@ absl::Status RecordText(std::string_view record, const std::string& key,
   }
   *text = it->get<std::string>();
   return absl::OkStatus();
+}
+
+absl::Status CheckJsonKeyPresent(const std::string& path,
+                                 const std::string& key,
+                                 int64_t max_line_bytes) {
+  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader,
+                         LineReader::Open(path, max_line_bytes));
+  std::string first_keys;  // of the first object record
+  Line line;
+  while (true) {
+    XLNET_ASSIGN_OR_RETURN(const bool more, reader->Next(&line));
+    if (!more) break;
+    if (line.overlong || line.text.empty()) continue;
+    const nlohmann::json json =
+        nlohmann::json::parse(line.text, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object()) continue;
+    if (json.contains(key)) return absl::OkStatus();
+    if (first_keys.empty()) first_keys = KeysOf(json);
+  }
+  std::string message = absl::StrCat(path, ": no JSON record has the field '",
+                                     key, "' (--json_key)");
+  if (!first_keys.empty()) {
+    absl::StrAppend(&message, "; the first record's fields: ", first_keys);
+  } else {
+    absl::StrAppend(&message, "; no line is a JSON object");
+  }
+  return absl::InvalidArgumentError(message);
 }
 
 }  // namespace xlnet::data

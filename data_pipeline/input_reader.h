@@ -92,4 +92,14 @@ class LineReader {
 absl::Status RecordText(std::string_view record, const std::string& key,
                         std::string* text);
 
+// Reads the JSON Lines file `path` until a record has the field `key`
+// (string or not); if none has, an InvalidArgument error naming the file,
+// the key (--json_key) and the fields (sorted) of the file's first object
+// record.
+// Prepare calls it for a file none of whose records gave text, so a
+// misspelt --json_key fails instead of writing an empty corpus.
+absl::Status CheckJsonKeyPresent(const std::string& path,
+                                 const std::string& key,
+                                 int64_t max_line_bytes);
+
 }  // namespace xlnet::data

@@ -462,6 +462,30 @@ absl::Status FirstProblem(const std::vector<size_t>& mine,
   return absl::OkStatus();
 }
 
+// A JSON Lines input that gave no document yet skipped records may have
+// been read with the wrong --json_key: if no record of it has the key,
+// that is an error naming the file, the key and the fields it does have
+// (instead of a run that "succeeds" with 0 tokens).
+absl::Status CheckJsonKeys(const std::vector<size_t>& mine,
+                           const std::vector<std::string>& paths,
+                           const std::vector<ShardResult>& results,
+                           const PrepareOptions& options) {
+  for (size_t f : mine) {
+    if (KindOfInput(paths[f]).format != TextFormat::kJsonLines) continue;
+    uint64_t docs = 0;
+    uint64_t skipped_records = 0;
+    for (const ShardResult& r : results) {
+      if (r.file != f) continue;
+      docs += r.header.num_docs;
+      skipped_records += r.header.skipped_records;
+    }
+    if (docs > 0 || skipped_records == 0) continue;
+    XLNET_RETURN_IF_ERROR(CheckJsonKeyPresent(paths[f], options.json_key,
+                                              options.max_line_bytes));
+  }
+  return absl::OkStatus();
+}
+
 // The shards into the manifest, in shard order (independent of the worker
 // count), and their counts into the report.
 void AddShards(const std::vector<ShardResult>& results,
@@ -766,6 +790,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
 
   XLNET_RETURN_IF_ERROR(FirstProblem(mine, paths, stats, results, reader_error,
                                      options.strict, &report));
+  XLNET_RETURN_IF_ERROR(CheckJsonKeys(mine, paths, results, options));
 
   // The manifest, in shard order (independent of the worker count).
   AddShards(results, &manifest, &report);

@@ -6,6 +6,7 @@
 #include <unicode/utf16.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -319,10 +320,40 @@ absl::StatusOr<std::string> TrainTokenizerOnSample(
   std::string model_bytes;
   const std::string error = spm::Train(train, &model_bytes);
   if (!error.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SentencePiece training failed: ", error));
+    return TokenizerTrainingError(error, options.vocab_size);
   }
   return model_bytes;
+}
+
+absl::Status TokenizerTrainingError(const std::string& spm_error,
+                                    int vocab_size) {
+  // SentencePiece's wording has varied ("Vocabulary size too high",
+  // "Vocabulary size is too high"); both end with "<= MAX".
+  if (spm_error.find("Vocabulary size") == std::string::npos ||
+      spm_error.find("too high") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SentencePiece training failed: ", spm_error));
+  }
+  const std::string prefix = absl::StrCat("vocab_size ", vocab_size,
+                                          " (--vocab_size) is too large "
+                                          "for this corpus");
+  const size_t at = spm_error.find("<=");
+  int64_t max_size = -1;
+  if (at != std::string::npos) {
+    char* end = nullptr;
+    const char* digits = spm_error.c_str() + at + 2;
+    max_size = std::strtoll(digits, &end, 10);
+    if (end == digits) max_size = -1;
+  }
+  if (max_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, ": lower --vocab_size or train on more text (",
+                     "SentencePiece: ", spm_error, ")"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(prefix, ": it has room for at most ", max_size,
+                   " pieces; rerun with --vocab_size ", max_size,
+                   " or less, or train on more text"));
 }
 
 absl::StatusOr<std::string> TrainTokenizer(const TokenizerTrainOptions& options,

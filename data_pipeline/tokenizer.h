@@ -142,6 +142,15 @@ uint64_t EstimateTokenizerTrainingBytes(int64_t sample_bytes,
 absl::StatusOr<std::string> TrainTokenizerOnSample(
     TokenizerSample sample, const TokenizerTrainOptions& options);
 
+// The error of a failed SentencePiece training run (`spm_error`, its raw
+// message) asked for `vocab_size` pieces. SentencePiece's "Vocabulary size
+// too high (N). Please set it to a value <= M." becomes an InvalidArgument
+// error saying that the corpus fits at most M pieces and to rerun with
+// --vocab_size M or less (or to lower --vocab_size when the message has no
+// maximum); any other message is passed on.
+absl::Status TokenizerTrainingError(const std::string& spm_error,
+                                    int vocab_size);
+
 // SampleTokenizerSentences, then TrainTokenizerOnSample.
 absl::StatusOr<std::string> TrainTokenizer(
     const TokenizerTrainOptions& options, TokenizerTrainStats* stats = nullptr);

@@ -269,27 +269,14 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
     }
     Trainer trainer(trainer_options, unit.get(), setup->group.get());
     XLNET_ASSIGN_OR_RETURN(TrainResult result, trainer.Run());
+    // The trainer printed the end-of-run summary (steps, tokens, time,
+    // skipped steps, the best dev metric and where it is) on rank 0.
     if (result.interrupted) {
-      XLOG(INFO) << "stopped at step " << result.steps
-                 << "; resume with --resume latest";
+      XLOG(INFO) << "to go on from step " << result.steps
+                 << ": --resume latest";
       return absl::OkStatus();
     }
     best_dir = result.best_dir;
-    if (rank == 0) {
-      XLOG(INFO) << "finished " << result.steps << " steps"
-                 << (result.early_stopped ? " (early stopping)" : "")
-                 << (result.skipped_steps > 0
-                         ? absl::StrCat(", ", result.skipped_steps,
-                                        " skipped as non-finite")
-                         : "")
-                 << "; "
-                 << (best_dir.empty()
-                         ? absl::StrCat("last checkpoint ",
-                                        result.last_checkpoint)
-                         : absl::StrCat("best dev ",
-                                        trainer_options.best_metric, " ",
-                                        result.best_value, " in ", best_dir));
-    }
     if (!best_dir.empty()) XLNET_RETURN_IF_ERROR(unit->LoadWeights(best_dir));
   }
   if (rank != 0) return absl::OkStatus();

@@ -173,6 +173,14 @@ StepOutput FinetuneUnit::TrainStep() {
   return out;
 }
 
+std::map<std::string, double> FinetuneUnit::LogValues(int64_t steps_done) {
+  if (!stream_ || train_.size() == 0) return {};
+  const double rows = static_cast<double>(train_.size());
+  return {{"epoch", (static_cast<double>(stream_->epoch()) * rows +
+                     static_cast<double>(stream_->offset())) /
+                        rows}};
+}
+
 std::map<std::string, double> FinetuneUnit::Evaluate() {
   if (!dev_) return {};
   auto scores = Score(*dev_, nullptr);

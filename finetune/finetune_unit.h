@@ -83,6 +83,9 @@ class FinetuneUnit : public TrainUnit {
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;
+  // "epoch": training rows consumed / training rows (fractional; the
+  // stream's position, so exact after a resume too).
+  std::map<std::string, double> LogValues(int64_t steps_done) override;
   absl::Status SaveUnitState(
       int rank, std::map<std::string, NamedTensors>* files) override;
   absl::Status LoadUnitState(const std::string& dir, int rank) override;

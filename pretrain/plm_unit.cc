@@ -265,8 +265,18 @@ StepOutput PlmUnit::TrainStep() {
 }
 
 std::map<std::string, double> PlmUnit::LogValues(int64_t steps_done) {
-  if (config_.data.sources.empty()) return {};
   const std::vector<data::SourcePart> parts = train_->Parts();
+  if (config_.data.sources.empty()) {
+    // One corpus: its sampler's epochs (steps over steps per epoch; one
+    // sampler step per optimizer step). A blend's sources each run their
+    // own epochs, so a blend logs tokens per source instead.
+    const int64_t per_epoch = parts.size() == 1 && parts[0].sampler != nullptr
+                                  ? parts[0].sampler->steps_per_epoch()
+                                  : 0;
+    if (per_epoch <= 0) return {};
+    return {{"epoch",
+             static_cast<double>(steps_done) / static_cast<double>(per_epoch)}};
+  }
   const std::vector<int64_t> tokens = train_->TokensConsumed(steps_done);
   std::map<std::string, double> out;
   for (size_t i = 0; i < tokens.size(); ++i) {

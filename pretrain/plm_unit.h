@@ -56,7 +56,8 @@ class PlmUnit : public TrainUnit {
   std::map<std::string, double> Evaluate() override;
   // With data.sources: "tokens_<name>" -> tokens of that source in the
   // global batches of steps [0, steps_done) (BatchSource::TokensConsumed;
-  // the same on every rank). Empty for a single --data directory.
+  // the same on every rank). For a single --data directory, "epoch": the
+  // sampler's epochs, steps_done / steps_per_epoch (fractional).
   std::map<std::string, double> LogValues(int64_t steps_done) override;
   absl::Status SaveUnitState(
       int rank, std::map<std::string, NamedTensors>* files) override;

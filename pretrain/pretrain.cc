@@ -96,13 +96,9 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   trainer_options.extra_files[kTokenizerFile] =
       unit->sampler().tokenizer().model_bytes();
   Trainer trainer(trainer_options, unit.get(), group.get());
-  XLNET_ASSIGN_OR_RETURN(TrainResult result, trainer.Run());
-  if (env.rank == 0) {
-    XLOG(INFO) << (result.interrupted ? "stopped" : "finished") << " at step "
-               << result.steps << " (loss " << result.last_loss << ", "
-               << result.skipped_steps << " skipped); checkpoint "
-               << result.last_checkpoint;
-  }
+  // The trainer prints the end-of-run summary (steps, tokens, time, loss,
+  // skipped steps, checkpoint) on rank 0.
+  XLNET_RETURN_IF_ERROR(trainer.Run().status());
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "config/config.h"
@@ -36,6 +37,20 @@ absl::StatusOr<xlnet::Config> LoadConfigFlags(
     const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return xlnet::ParseConfig("", "<defaults>", overrides);
   return xlnet::LoadConfig(path, overrides);
+}
+
+// dump and inspect without --config: one line on stderr naming the shapes
+// they assume (the defaults, with any --set), since batches of another
+// seq_len or batch_size than the run's would mislead silently.
+void NoteDefaultShapes(const std::string& verb, const std::string& config_path,
+                       const xlnet::Config& config) {
+  if (!config_path.empty()) return;
+  XLOG(WARNING) << "xlnet-data " << verb
+                << ": no --config: assuming data.seq_len="
+                << config.data.seq_len
+                << ", train.batch_size=" << config.train.batch_size
+                << " (the defaults with any --set); pass the run's --config "
+                   "for its batches";
 }
 
 absl::StatusOr<xlnet::data::Split> ParseSplit(const std::string& s) {
@@ -204,7 +219,9 @@ absl::Status RunDump(int argc, char** argv) {
                           "--data DIR --config CFG [--set k=v] --batches N "
                           "--out F.safetensors [--rank R --world_size W]\n\n"
                           "Without --data, the config's data.sources (a "
-                          "blend) give the batches.");
+                          "blend) give the batches. Without --config, the "
+                          "default shapes (data.seq_len 512, "
+                          "train.batch_size 16), said on stderr.");
   flags.AddString("data", &o.data_dir,
                   "directory from xlnet-data prepare (or data.sources)");
   flags.AddInt("batches", &o.batches, "number of batches");
@@ -217,6 +234,7 @@ absl::Status RunDump(int argc, char** argv) {
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
+  NoteDefaultShapes("dump", config_path, o.config);
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
   o.rank = static_cast<int>(rank);
   o.world_size = static_cast<int>(world_size);
@@ -230,7 +248,9 @@ absl::Status RunInspect(int argc, char** argv) {
   xlnet::FlagParser flags("xlnet-data inspect",
                           "--data DIR --config CFG [--set k=v] [--step S] "
                           "[--row R]\n\nWithout --data, the config's "
-                          "data.sources (a blend) give the sample.");
+                          "data.sources (a blend) give the sample. Without "
+                          "--config, the default shapes (data.seq_len 512, "
+                          "train.batch_size 16), said on stderr.");
   flags.AddString("data", &o.data_dir,
                   "directory from xlnet-data prepare (or data.sources)");
   flags.AddInt("step", &o.step, "sampler step");
@@ -241,6 +261,7 @@ absl::Status RunInspect(int argc, char** argv) {
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
   XLNET_ASSIGN_OR_RETURN(o.config, LoadConfigFlags(config_path, overrides));
+  NoteDefaultShapes("inspect", config_path, o.config);
   XLNET_ASSIGN_OR_RETURN(o.split, ParseSplit(split));
   return xlnet::data::InspectSample(o, std::cout);
 }

@@ -720,8 +720,38 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   return r;
 }
 
+void StepTimeWindow::Add(double seconds) {
+  seconds_.push_back(seconds);
+  sum_ += seconds;
+  while (seconds_.size() > capacity_) {
+    sum_ -= seconds_.front();
+    seconds_.pop_front();
+  }
+}
+
+double StepTimeWindow::Eta(int64_t remaining) const {
+  if (seconds_.empty() || remaining <= 0) return 0;
+  return std::max(0.0, sum_ / static_cast<double>(seconds_.size())) *
+         static_cast<double>(remaining);
+}
+
+void Trainer::PrintProgress(double loss, double lr, double grad_norm,
+                            double tokens_per_sec) const {
+  if (!options_.progress || rank() != 0) return;
+  const TrainConfig& train = options_.train;
+  XLOG(INFO) << absl::StrFormat(
+      "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | ETA %s",
+      step_, train.max_steps, loss, lr, grad_norm,
+      WithCommas(static_cast<int64_t>(tokens_per_sec)),
+      FormatDuration(step_times_.Eta(train.max_steps - step_)));
+}
+
 absl::Status Trainer::Log(const StepRecord& r) {
   const TrainConfig& train = options_.train;
+  const auto now = std::chrono::steady_clock::now();
+  step_times_.Add(std::chrono::duration<double>(now - last_step_end_).count());
+  last_step_end_ = now;
+  run_tokens_ += r.tokens;
   window_.tokens += r.tokens;
   window_.seconds += r.seconds;
   if (std::isfinite(r.loss)) {
@@ -729,20 +759,24 @@ absl::Status Trainer::Log(const StepRecord& r) {
     window_.normalizer += r.normalizer;
   }
   if (step_ % train.log_steps != 0 && step_ != train.max_steps) {
+    // The run's first step: a progress line (not a metrics line, so the
+    // logged means keep covering whole log_steps windows).
+    if (step_ == start_step_ + 1) {
+      PrintProgress(r.loss, r.lr, r.grad_norm,
+                    r.seconds > 0 ? r.tokens / r.seconds : 0);
+    }
     return absl::OkStatus();
   }
   const double tokens_per_sec =
       window_.seconds > 0 ? window_.tokens / window_.seconds : 0;
-  const double elapsed = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - run_start_)
-                             .count();
-  const double eta = elapsed / std::max<int64_t>(1, step_ - start_step_) *
-                     (train.max_steps - step_);
   const double mean_loss =
       window_.normalizer > 0 ? window_.loss_sum / window_.normalizer : r.loss;
+  // "learning_rate" is the name HF's Trainer and TensorBoard users look
+  // for; "lr" stays for existing readers.
   nlohmann::json line = {{"step", step_},
                          {"loss", mean_loss},
                          {"lr", r.lr},
+                         {"learning_rate", r.lr},
                          {"grad_norm", r.grad_norm},
                          {"tokens_per_sec", tokens_per_sec}};
   for (const auto& [k, v] : r.metrics) line[k] = v;
@@ -751,14 +785,35 @@ absl::Status Trainer::Log(const StepRecord& r) {
   if (scaler_) line["loss_scale"] = scaler_->scale();
   XLNET_RETURN_IF_ERROR(AppendMetrics(line.dump()));
   XLNET_RETURN_IF_ERROR(TensorBoardScalars(line, "train/"));
-  if (options_.progress && rank() == 0) {
-    XLOG(INFO) << absl::StrFormat(
-        "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | %s tok/s | ETA %s",
-        step_, train.max_steps, mean_loss, r.lr, r.grad_norm,
-        WithCommas(static_cast<int64_t>(tokens_per_sec)), FormatDuration(eta));
-  }
+  PrintProgress(mean_loss, r.lr, r.grad_norm, tokens_per_sec);
   window_ = LogWindow();
   return absl::OkStatus();
+}
+
+void Trainer::PrintSummary(const TrainResult& result) const {
+  if (!options_.progress || rank() != 0) return;
+  const double wall = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - run_start_)
+                          .count();
+  const char* how = result.interrupted     ? "stopped"
+                    : result.early_stopped ? "stopped early"
+                                           : "finished";
+  std::string text = absl::StrFormat(
+      "run %s at step %d: %d steps this run, %s tokens in %s (%s tok/s), "
+      "last loss %.4f, %d skipped steps",
+      how, step_, step_ - start_step_, WithCommas(run_tokens_),
+      wall < 60 ? absl::StrFormat("%.1fs", wall) : FormatDuration(wall),
+      WithCommas(static_cast<int64_t>(wall > 0 ? run_tokens_ / wall : 0)),
+      result.last_loss, skipped_);
+  if (!result.best_dir.empty()) {
+    absl::StrAppend(&text, ", best eval_", options_.best_metric, " ",
+                    absl::StrFormat("%.4f", result.best_value), " in ",
+                    result.best_dir);
+  }
+  if (!result.last_checkpoint.empty()) {
+    absl::StrAppend(&text, "; checkpoint ", result.last_checkpoint);
+  }
+  XLOG(INFO) << text;
 }
 
 absl::StatusOr<TrainResult> Trainer::Run() {
@@ -773,6 +828,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   TrainResult result;
   int64_t last_saved = -1;
   run_start_ = std::chrono::steady_clock::now();
+  last_step_end_ = run_start_;
   start_step_ = step_;
   window_ = LogWindow();
   unit_->SetTraining(true);
@@ -844,6 +900,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
   }
   XLNET_RETURN_IF_ERROR(Finish(last_saved, &result));
+  PrintSummary(result);
   return result;
 }
 

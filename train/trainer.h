@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,6 +77,28 @@ class TrainUnit {
   virtual absl::Status LoadUnitState(const std::string& dir, int rank) {
     return absl::OkStatus();
   }
+};
+
+// The ETA of a run from its recent steps: the mean wall time of the last
+// `capacity` steps, so one slow step (an evaluation, a checkpoint, a stall)
+// weighs on the ETA only while it is in the window, instead of for the rest
+// of the run as a since-start average would.
+class StepTimeWindow {
+ public:
+  explicit StepTimeWindow(size_t capacity = 50) : capacity_(capacity) {}
+  // Adds one step's wall time, dropping the oldest beyond the capacity.
+  void Add(double seconds);
+  // Seconds `remaining` more steps take at the window's mean (0 while the
+  // window is empty).
+  double Eta(int64_t remaining) const;
+
+ private:
+  // Steps kept.
+  size_t capacity_;
+  // The last steps' wall times, oldest first.
+  std::deque<double> seconds_;
+  // The sum of seconds_.
+  double sum_ = 0;
 };
 
 // What on_step reports about one optimizer step.
@@ -207,8 +230,16 @@ class Trainer {
   // clipping and the optimizer (or a skipped step); step_ advances.
   absl::StatusOr<StepRecord> OptimizerStep();
   // Adds the step to the window; every train.log_steps writes a
-  // metrics.jsonl line and a progress line.
+  // metrics.jsonl line and a progress line (and the run's first step a
+  // progress line only, so a slow run shows life before log_steps).
   absl::Status Log(const StepRecord& record);
+  // Rank 0 with options_.progress: the progress line of step_.
+  void PrintProgress(double loss, double lr, double grad_norm,
+                     double tokens_per_sec) const;
+  // Rank 0 with options_.progress: the end-of-run summary of a run that
+  // ended without an error (steps, tokens, wall time, tokens/s, best
+  // evaluation, skipped steps, checkpoint).
+  void PrintSummary(const TrainResult& result) const;
   // Loads checkpoint `dir` (checking its checksums unless `verified`).
   absl::Status Restore(const std::string& dir, bool verified);
   // Whether the weights (TrainUnit::StateDict) are finite on every rank (a
@@ -279,6 +310,12 @@ class Trainer {
   int64_t start_step_ = 0;
   std::chrono::steady_clock::time_point run_start_;
   LogWindow window_;
+  // Wall times of the recent steps (for the ETA), each from the end of the
+  // previous step (or the run's start) to the end of this one's logging.
+  StepTimeWindow step_times_;
+  std::chrono::steady_clock::time_point last_step_end_;
+  // Tokens of this run's steps, all ranks (for the summary).
+  int64_t run_tokens_ = 0;
 };
 
 }  // namespace xlnet

@@ -193,5 +193,34 @@ TEST(InputReaderTest, RecordTextNamesWhatIsWrong) {
             "JSON record: duplicate key 'text'");
 }
 
+// A wrong --json_key is named with the fields the file does have.
+TEST(InputReaderTest, CheckJsonKeyPresentNamesTheKeysThereAre) {
+  ::xlnet::testing::TempDir tmp;
+  const std::string path = tmp.Join("docs.jsonl");
+  WriteAll(path,
+           "not json\n\n{\"title\": \"t\", \"body\": \"Hi.\"}\n"
+           "{\"body\": \"Yo.\"}\n");
+  const absl::Status wrong = CheckJsonKeyPresent(path, "text", 1 << 20);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(wrong.message(),
+            path +
+                ": no JSON record has the field 'text' (--json_key); the "
+                "first record's fields: body, title");
+  EXPECT_TRUE(CheckJsonKeyPresent(path, "body", 1 << 20).ok());
+  // A later record with the key is enough.
+  EXPECT_TRUE(CheckJsonKeyPresent(path, "title", 1 << 20).ok());
+  WriteAll(path, "plain text\n");
+  EXPECT_NE(CheckJsonKeyPresent(path, "text", 1 << 20)
+                .message()
+                .find("no line is a JSON object"),
+            std::string::npos);
+  // RecordText's own message lists the record's fields too.
+  std::string text;
+  EXPECT_NE(RecordText(R"({"id": 1, "body": "x"})", "text", &text)
+                .message()
+                .find("its fields: body, id"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace xlnet::data::testing

@@ -202,5 +202,29 @@ TEST(ShardWriterTest, AFileGivenTwiceIsRefused) {
       << r.status();
 }
 
+// A JSON Lines input none of whose records has --json_key is an error
+// naming the file, the key and the fields there are, not a run that
+// "succeeds" with 0 tokens.
+TEST(ShardWriterTest, AJsonKeyNoRecordHasIsAnError) {
+  ::xlnet::testing::TempDir tmp;
+  const std::string path = tmp.Join("docs.jsonl");
+  WriteAll(path,
+           "{\"id\": 1, \"content\": \"One.\"}\n"
+           "{\"id\": 2, \"content\": \"Two.\"}\n");
+  auto r = PrepareShards(Options({path}, tmp.Join("out")));  // key "text"
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            path +
+                ": no JSON record has the field 'text' (--json_key); the "
+                "first record's fields: content, id");
+  EXPECT_FALSE(std::filesystem::exists(tmp.Join("out/manifest.json")));
+  // The right key works.
+  PrepareOptions p = Options({path}, tmp.Join("out"));
+  p.json_key = "content";
+  auto ok = PrepareShards(p);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->docs, 2);
+}
+
 }  // namespace
 }  // namespace xlnet::data::testing

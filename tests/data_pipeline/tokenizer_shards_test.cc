@@ -194,6 +194,39 @@ TEST(TokenizerTest, TrainingIsDeterministic) {
   EXPECT_EQ((*tok)->IdToPiece(17), "\xE2\x96\x81");
 }
 
+// A vocabulary larger than a small corpus allows is an error that says the
+// largest size that fits, not SentencePiece's raw message.
+TEST(TokenizerTest, TooLargeAVocabularySaysTheLargestThatFits) {
+  EXPECT_EQ(TokenizerTrainingError(
+                "Vocabulary size too high (32000). Please set it to a value "
+                "<= 1234.",
+                32000)
+                .message(),
+            "vocab_size 32000 (--vocab_size) is too large for this corpus: "
+            "it has room for at most 1234 pieces; rerun with --vocab_size "
+            "1234 or less, or train on more text");
+  EXPECT_NE(TokenizerTrainingError("Vocabulary size is too high (500).", 500)
+                .message()
+                .find("lower --vocab_size"),
+            std::string::npos);
+  EXPECT_EQ(TokenizerTrainingError("other trouble", 500).message(),
+            "SentencePiece training failed: other trouble");
+  // The real thing, on 400 lines.
+  TokenizerTrainOptions o;
+  const std::string small = TempDir() + "/small_vocab.txt";
+  std::string text;
+  for (const std::string& line : SampleLines(400)) text += line + "\n";
+  WriteAll(small, text);
+  o.inputs = {small};
+  o.vocab_size = 32000;
+  auto bytes = TrainTokenizer(o);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bytes.status().message().find("has room for at most "),
+            std::string::npos)
+      << bytes.status();
+}
+
 // The reservoir keeps every sentence, in order, when they fit; otherwise a
 // seeded uniform sample of exactly max_sentences of them.
 TEST(TokenizerTest, SentenceSampleIsUniformSeededAndBounded) {

@@ -341,6 +341,33 @@ TEST_F(PretrainE2ETest, EarlySigtermExitsZeroBeforeAnyStep) {
   EXPECT_EQ(ReadMetrics(run.path()).size(), 3u);
 }
 
+// A single --data directory logs the sampler's "epoch" (steps over steps
+// per epoch: linear in the step) and "learning_rate"; the run prints a
+// progress line after its first step and one summary line at the end.
+TEST_F(PretrainE2ETest, MetricsHaveEpochAndTheRunEndsWithASummary) {
+  testing::TempDir run;
+  // ctest runs at XLNET_LOG_LEVEL=warning; progress lines are info.
+  CommandResult r = RunCommand(
+      "XLNET_LOG_LEVEL=info " +
+      Command(run.path(), "--set train.max_steps=4 --set train.log_steps=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto metrics = ReadMetrics(run.path());
+  ASSERT_EQ(metrics.size(), 2u);
+  for (const auto& m : metrics) {
+    ASSERT_TRUE(m.contains("epoch") && m.contains("learning_rate")) << m.dump();
+    EXPECT_GT(m["epoch"].get<double>(), 0);
+  }
+  EXPECT_NEAR(metrics[1]["epoch"].get<double>(),
+              2 * metrics[0]["epoch"].get<double>(), 1e-12);
+  EXPECT_NE(r.output.find("step 1/4 | loss "), std::string::npos) << r.output;
+  const size_t summary = r.output.find("run finished at step 4: 4 steps");
+  ASSERT_NE(summary, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; checkpoint " + run.Join("checkpoints/step_4")),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("run finished", summary + 1), std::string::npos);
+}
+
 // train.attention: sdpa trains where LibTorch has SDPA (>= 2.1) and is a
 // one-line error naming the key and the version where it has not
 // (Debian's 1.13).

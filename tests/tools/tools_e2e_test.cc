@@ -201,6 +201,64 @@ void FinetuneE2ETest::ExpectResumeEqualsUninterruptedRun(
             ReadJsonFile(split.Join("best/best.json")));
 }
 
+// xlnet-data inspect and dump without --config say the shapes they assume
+// (the defaults, with any --set) in one line; with --config they do not.
+TEST_F(FinetuneE2ETest, DataInspectWithoutConfigNamesTheShapesItAssumes) {
+  const std::string data = tmp_->Join("data");
+  CommandResult r =
+      RunCommand(ToolPath("data") + " inspect --data " + data +
+                 " --set data.seq_len=64 --set data.reuse_len=32"
+                 " --set data.perm_size=32 --set data.num_predict=10"
+                 " --set data.bi_data=false --set train.batch_size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("xlnet-data inspect: no --config: assuming "
+                          "data.seq_len=64, train.batch_size=4 (the defaults "
+                          "with any --set)"),
+            std::string::npos)
+      << r.output;
+  testing::TempDir out;
+  r = RunCommand(ToolPath("data") + " dump --data " + data + " --config " +
+                 SourcePath("configs/tiny.yaml") + " --batches 1 --out " +
+                 out.Join("b.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("no --config"), std::string::npos) << r.output;
+}
+
+// Training lines carry "epoch" (rows consumed / training rows) and
+// "learning_rate"; the run ends with one summary line naming the best dev
+// metric, printed once (not again by the tool).
+TEST_F(FinetuneE2ETest, MetricsHaveEpochAndTheRunEndsWithASummary) {
+  testing::TempDir run;
+  // ctest runs at XLNET_LOG_LEVEL=warning; the summary is info.
+  CommandResult r = RunCommand(
+      "XLNET_LOG_LEVEL=info " +
+      Finetune("classification",
+               "--train " + Genre("train") + " --dev " + Genre("dev") +
+                   " --out " + run.path() +
+                   " --set train.max_steps=40 --set train.eval_steps=20"
+                   " --set train.log_steps=10"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::pair<int64_t, double>> epochs;
+  for (const std::string& line : Lines(run.Join("metrics.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    ASSERT_TRUE(j.contains("epoch") && j.contains("learning_rate")) << line;
+    epochs.emplace_back(j["step"].get<int64_t>(), j["epoch"].get<double>());
+  }
+  ASSERT_EQ(epochs.size(), 4u);
+  // 16 rows a step: the epoch grows linearly and passes 1 (600 rows).
+  for (const auto& [step, epoch] : epochs) {
+    EXPECT_NEAR(epoch / step, epochs[0].second / epochs[0].first, 1e-12);
+  }
+  EXPECT_GT(epochs.back().second, 1.0);
+  EXPECT_LT(epochs.back().second, 2.0);
+  const size_t summary = r.output.find("run finished at step 40: 40 steps");
+  ASSERT_NE(summary, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("best eval_accuracy ", summary), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("run finished", summary + 1), std::string::npos);
+}
+
 TEST_F(FinetuneE2ETest, ResumeEqualsUninterruptedRun) {
   ExpectResumeEqualsUninterruptedRun("");
 }

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "tests/test_util.h"
 #include "train/run_dir.h"
 
@@ -1095,6 +1096,62 @@ TEST(TrainerTest, SaveStopsWhenTheRunLockFileIsGone) {
   // The save before the deletion went through; none after it.
   EXPECT_EQ(CheckpointManager(tmp.path(), 0).ListSteps(),
             (std::vector<int64_t>{4}));
+}
+
+// The ETA comes from the recent steps: one stall weighs on it only while
+// it is in the window.
+TEST(TrainerTest, EtaWindowForgetsAStall) {
+  StepTimeWindow window(5);
+  EXPECT_EQ(window.Eta(10), 0);
+  for (int i = 0; i < 10; ++i) window.Add(1.0);
+  EXPECT_DOUBLE_EQ(window.Eta(10), 10.0);
+  window.Add(100.0);
+  EXPECT_DOUBLE_EQ(window.Eta(10), (4 * 1.0 + 100.0) / 5 * 10);
+  for (int i = 0; i < 5; ++i) window.Add(1.0);
+  EXPECT_DOUBLE_EQ(window.Eta(10), 10.0);
+  EXPECT_EQ(window.Eta(0), 0);
+}
+
+// Training lines carry "learning_rate" (HF's and TensorBoard users' name)
+// beside "lr"; the first step prints a progress line before log_steps
+// (without a metrics line), and the run ends with one summary line.
+TEST(TrainerTest, FirstStepProgressAndEndOfRunSummary) {
+  testing::TempDir tmp;
+  RegressionUnit unit(8);
+  TrainerOptions options = Options(tmp.path(), 8);
+  options.train.log_steps = 5;
+  options.train.eval_steps = 0;
+  options.progress = true;
+  // ctest runs at XLNET_LOG_LEVEL=warning; progress lines are info.
+  const LogLevel level = MinLogLevel();
+  SetMinLogLevel(LogLevel::kInfo);
+  ::testing::internal::CaptureStderr();
+  auto result = Trainer(options, &unit, nullptr).Run();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  SetMinLogLevel(level);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<int64_t> logged;
+  for (const auto& m : ReadMetrics(tmp.path())) {
+    logged.push_back(m["step"].get<int64_t>());
+    ASSERT_TRUE(m.contains("learning_rate")) << m.dump();
+    EXPECT_EQ(m["learning_rate"], m["lr"]);
+  }
+  EXPECT_EQ(logged, (std::vector<int64_t>{5, 8}));
+  for (const char* line :
+       {"step 1/8 | loss ", "step 5/8 | loss ", "step 8/8 | loss "}) {
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+  }
+  EXPECT_EQ(log.find("step 2/8"), std::string::npos) << log;
+  const size_t summary = log.find("run finished at step 8: 8 steps this run, ");
+  ASSERT_NE(summary, std::string::npos) << log;
+  EXPECT_EQ(log.find("run finished", summary + 1), std::string::npos) << log;
+  const std::string rest = log.substr(summary);
+  for (const std::string& part :
+       {std::string("tokens in "), std::string(" tok/s), last loss "),
+        std::string(", 0 skipped steps; checkpoint ") +
+            tmp.Join("checkpoints/step_8")}) {
+    EXPECT_NE(rest.find(part), std::string::npos) << part << "\n" << rest;
+  }
 }
 
 }  // namespace
