@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "data_pipeline/tokenizer_identity.h"
 #include "finetune/classification_task.h"
 #include "finetune/finetune_unit.h"
 #include "finetune/race.h"
@@ -184,6 +185,15 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadFinetuneTokenizer(
   rules.keep_accents = config.data.keep_accents;
   XLNET_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
                          data::Tokenizer::Load(path, rules));
+  // --tokenizer or data.tokenizer beside a model that carries its own: the
+  // same file, or the model's ids would name other pieces (a vocabulary of
+  // the same size says nothing of which).
+  const std::string init_tokenizer =
+      absl::StrCat(init_dir, "/", kTokenizerFile);
+  if (path != init_tokenizer && PathExists(init_tokenizer)) {
+    XLNET_RETURN_IF_ERROR(
+        data::CheckSameTokenizer(*tokenizer, path, init_tokenizer));
+  }
   if (tokenizer->vocab_size() > config.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, " has ", tokenizer->vocab_size(),

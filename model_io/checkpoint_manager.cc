@@ -133,6 +133,18 @@ absl::Status VerifyChecksums(const std::string& dir) {
       return absl::DataLossError(absl::StrCat(path, ": checksum mismatch"));
     }
   }
+  // The manifest covers the whole directory: a file it does not list (the
+  // weights under a manifest of "{}", a tokenizer copied in afterwards) was
+  // never checked, so the directory is not what its writer left.
+  XLNET_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFiles(dir));
+  for (const auto& name : files) {
+    if (name != kChecksumsFile && !manifest["files"].contains(name)) {
+      return absl::DataLossError(absl::StrCat(
+          dir, "/", name, ": not listed in ", kChecksumsFile,
+          " (every file of the directory must be; rewrite it with the tool "
+          "that wrote the directory)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -181,7 +193,8 @@ absl::Status CheckpointManager::Save(int64_t step,
             }
           }
         }
-        return WriteChecksums(writer.temp_dir());
+        // WriteModelDir writes checksums.json last.
+        return absl::OkStatus();
       }));
   if (keep_ > 0) {
     std::vector<int64_t> steps = ListSteps();

@@ -36,10 +36,13 @@ struct CheckpointContents {
 // CRC-32 (zlib polynomial) of a file, streamed.
 absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
 
-// Writes checksums.json for every regular file in `dir` except itself.
+// Writes checksums.json for every regular file in `dir` except itself
+// (names starting with '.' are not the directory's files and are skipped).
 absl::Status WriteChecksums(const std::string& dir);
-// Verifies checksums.json against the files in `dir` (missing, extra-size or
-// changed files are errors naming the file).
+// Verifies checksums.json against the files in `dir`: DataLoss naming the
+// file when one it lists is missing, of another size or changed, and when a
+// regular file of `dir` (other than itself and '.' names) is not listed, so
+// that a manifest of "{}" or one omitting the weights does not verify.
 absl::Status VerifyChecksums(const std::string& dir);
 
 class CheckpointManager {

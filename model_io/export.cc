@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "model/precision.h"
+#include "model_io/checkpoint_manager.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/run_layout.h"
@@ -45,7 +46,7 @@ const std::set<std::string>& ExportEntries() {
   static const auto* entries = new std::set<std::string>{
       kConfigFile,          kWeightsFile,       kTokenizerFile,
       kTokenizerConfigFile, kSpecialTokensFile, kModelCardFile,
-      kExportMarkerFile};
+      kExportMarkerFile,    kChecksumsFile};
   return *entries;
 }
 

@@ -13,6 +13,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "config/config.h"
+#include "model_io/checkpoint_manager.h"
+#include "model_io/model_dir.h"
 
 namespace xlnet {
 
@@ -47,8 +49,16 @@ absl::Status InspectModelDir(const std::string& dir, std::ostream& out) {
     return absl::NotFoundError(
         absl::StrCat(dir, ": not a model directory (no config.json)"));
   }
+  // As every reader of a model directory: a damaged one is an error naming
+  // the file, not a description of what is left.
+  XLNET_RETURN_IF_ERROR(VerifyModelDir(dir));
   XLNET_ASSIGN_OR_RETURN(XLNetConfig c, ReadModelConfigJson(config_path));
   out << "model directory " << dir << "\n";
+  out << "  "
+      << (PathExists(absl::StrCat(dir, "/", kChecksumsFile))
+              ? absl::StrCat(kChecksumsFile, ": every file verified")
+              : absl::StrCat("no ", kChecksumsFile, " (not verified)"))
+      << "\n";
   out << "  architectures  " << absl::StrJoin(c.architectures, ", ") << "\n";
   out << "  layers " << c.n_layer << ", d_model " << c.d_model << ", heads "
       << c.n_head << " x " << c.d_head << ", d_inner " << c.d_inner << " ("

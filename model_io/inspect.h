@@ -13,7 +13,8 @@ namespace xlnet {
 absl::Status InspectSafetensors(const std::string& path, std::ostream& out);
 
 // A HuggingFace-layout model directory: config summary, parameter count,
-// and the other files present.
+// and the other files present; first its checksums.json, when it has one,
+// is verified (VerifyModelDir: DataLoss naming a damaged file).
 absl::Status InspectModelDir(const std::string& dir, std::ostream& out);
 
 // The fully resolved, validated YAML config.

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "model/model_size.h"
+#include "model_io/checkpoint_manager.h"
 #include "model_io/torch_pickle.h"
 
 namespace xlnet {
@@ -99,6 +100,13 @@ absl::StatusOr<torch::Tensor> ModelDir::Tensor(const std::string& name) const {
   return absl::NotFoundError(absl::StrCat(weights_path, ": no tensor ", name));
 }
 
+absl::Status VerifyModelDir(const std::string& dir) {
+  if (!PathExists(absl::StrCat(dir, "/", kChecksumsFile))) {
+    return absl::OkStatus();
+  }
+  return VerifyChecksums(dir);
+}
+
 absl::StatusOr<XLNetConfig> ReadModelDirConfig(const std::string& dir) {
   if (!IsDirectory(dir)) {
     return absl::NotFoundError(absl::StrCat(dir, ": no such directory"));
@@ -108,6 +116,7 @@ absl::StatusOr<XLNetConfig> ReadModelDirConfig(const std::string& dir) {
     return absl::NotFoundError(
         absl::StrCat(dir, ": not a model directory (no ", kConfigFile, ")"));
   }
+  XLNET_RETURN_IF_ERROR(VerifyModelDir(dir));
   XLNET_ASSIGN_OR_RETURN(XLNetConfig config, ReadModelConfigJson(path));
   XLNET_RETURN_IF_ERROR(Annotate(ValidateModelConfig(config), path));
   if (config.d_model != config.n_head * config.d_head) {
@@ -199,6 +208,8 @@ absl::Status WriteModelDir(
   XLNET_RETURN_IF_ERROR(
       WriteSafetensors(writer.Path(kWeightsFile), tensors, {{"format", "pt"}}));
   if (write_extra) XLNET_RETURN_IF_ERROR(write_extra(writer));
+  // Last, over everything above: every reader verifies it.
+  XLNET_RETURN_IF_ERROR(WriteChecksums(writer.temp_dir()));
   return writer.Commit();
 }
 

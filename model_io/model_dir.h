@@ -7,8 +7,16 @@
 //                            HF's pytorch_model.bin)
 //   DIR/spiece.model         the tokenizer (ours carry it; optional)
 //   DIR/<other files>        ours: optimizer, trainer state, ... (optional)
+//   DIR/checksums.json       ours: CRC-32 and size of every other file
+//                            (checkpoint_manager.h), written last
 //
 // Writing is atomic: the whole directory appears at once or not at all.
+// Reading verifies: every directory we write (checkpoints, RUN/best,
+// fine-tuned models, exports) has a checksums.json listing all its files,
+// and ReadModelDirConfig, ReadModelDir and CopyWeightsFromDir refuse one
+// that does not verify (DataLoss naming the file) before reading anything
+// else. A directory without checksums.json (HuggingFace's, or one written
+// by hand) is read unverified.
 // State files of our own are JSON with a "format" name and "format_version"
 // so a reader can refuse files it does not understand with a clear message.
 #pragma once
@@ -52,12 +60,17 @@ struct ModelDir {
   absl::StatusOr<torch::Tensor> Tensor(const std::string& name) const;
 };
 
+// Verifies DIR/checksums.json (VerifyChecksums) when DIR has one; OK when
+// it has none.
+absl::Status VerifyModelDir(const std::string& dir);
+
 // Reads DIR/config.json and every tensor of DIR/model.safetensors (else
-// DIR/pytorch_model.bin, read by ReadTorchSaveStateDict). Errors name the
-// directory or file.
+// DIR/pytorch_model.bin, read by ReadTorchSaveStateDict), after
+// VerifyModelDir. Errors name the directory or file.
 absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir);
 
-// Reads and validates DIR/config.json without loading a tensor: its sizes
+// Reads and validates DIR/config.json without loading a tensor (after
+// VerifyModelDir, which reads every file once to check it): its sizes
 // (vocab_size, d_model, n_layer, n_head, d_head, d_inner) are checked
 // against the shapes in DIR/model.safetensors' header when there is one, and
 // the model they describe against the memory available, so that nothing is
@@ -73,7 +86,7 @@ absl::Status CopyWeightsFromDir(const std::string& dir,
 // Writes `dir` atomically: config.json (`config_json`'s text),
 // model.safetensors (`tensors` in the given order, metadata {"format": "pt"}
 // as transformers writes), then whatever `write_extra` puts into the
-// temporary directory.
+// temporary directory, then checksums.json over all of them.
 absl::Status WriteModelDir(
     const std::string& dir, const std::string& config_json,
     const NamedTensors& tensors,

@@ -1,14 +1,17 @@
 #include "pretrain/plm_unit.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
 #include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/sampler.h"
+#include "data_pipeline/tokenizer_identity.h"
 #include "model/precision.h"
 #include "model/sdpa_attention.h"
 #include "model_io/load.h"
+#include "model_io/model_dir.h"
 #include "model_io/save.h"
 
 namespace xlnet {
@@ -166,6 +169,18 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
         UnigramLogProbs(unit->train_->Parts(), config.model.vocab_size);
   }
 
+  // --init with a model that carries its tokenizer: the one the training
+  // data was made with (the sampler compared it with the shards' manifest),
+  // or the model's ids would name other pieces.
+  const std::string init_tokenizer =
+      absl::StrCat(options.init_dir, "/", kTokenizerFile);
+  if (!options.init_dir.empty() && PathExists(init_tokenizer)) {
+    XLNET_RETURN_IF_ERROR(data::CheckSameTokenizer(
+        unit->train_->tokenizer(),
+        absl::StrCat("the tokenizer of the training data in ",
+                     options.data_dir),
+        init_tokenizer));
+  }
   XLNET_ASSIGN_OR_RETURN(unit->model_,
                          MakeModel(config, options.init_dir, device));
   // Dropout streams differ per rank; initialisation above did not.

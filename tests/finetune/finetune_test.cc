@@ -203,6 +203,45 @@ TEST(FinetuneTextRulesTest, TokenizerLargerThanTheModelIsRefused) {
       << tokenizer.status();
 }
 
+// --tokenizer or data.tokenizer beside an --init model that carries its own
+// spiece.model: another tokenizer of the same size (here trained on the same
+// text lowercased) is refused naming both files; the same file is fine.
+TEST(FinetuneTokenizerTest, ADifferentTokenizerOfTheSameSizeIsRefused) {
+  xlnet::testing::TempDir tmp;
+  const std::string init = tmp.Join("init");
+  WriteInitDir(init, nullptr);
+  data::TokenizerTrainOptions options;
+  options.inputs = {std::string(XLNET_SOURCE_DIR) +
+                    "/data/sample/brown_sample.txt"};
+  options.vocab_size = SmallTokenizer().vocab_size();
+  options.rules.uncased = true;
+  auto other_bytes = data::TrainTokenizer(options);
+  ASSERT_TRUE(other_bytes.ok()) << other_bytes.status();
+  auto other = data::Tokenizer::FromBytes(*other_bytes, "other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_EQ((*other)->vocab_size(), SmallTokenizer().vocab_size());
+  ASSERT_NE((*other)->hash(), SmallTokenizer().hash());
+  const std::string other_path = tmp.Join("other.model");
+  const std::string same_path = tmp.Join("same.model");
+  ASSERT_TRUE(WriteFileAtomic(other_path, *other_bytes).ok());
+  ASSERT_TRUE(WriteFileAtomic(same_path, SmallTokenizer().model_bytes()).ok());
+
+  auto config = LoadFinetuneConfig("", {}, init);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(LoadFinetuneTokenizer(*config, same_path, init).ok());
+  auto refused = LoadFinetuneTokenizer(*config, other_path, init);
+  Config from_data = *config;
+  from_data.data.tokenizer = other_path;
+  auto refused_too = LoadFinetuneTokenizer(from_data, "", init);
+  for (const auto* result : {&refused, &refused_too}) {
+    ASSERT_FALSE(result->ok());
+    const absl::Status& s = result->status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find(other_path), std::string::npos) << s;
+    EXPECT_NE(s.message().find(init + "/spiece.model"), std::string::npos) << s;
+  }
+}
+
 TEST(PredictionsTsvTest, ClassificationProbabilitiesSumToOneAndMatchTheLabel) {
   Predictions p;
   p.ids = {"a", "b\tc", "d"};

@@ -21,6 +21,7 @@
 #include "finetune/chunks.h"
 #include "finetune/finetune.h"
 #include "model/xlnet.h"
+#include "model_io/checkpoint_manager.h"
 #include "model_io/export.h"
 #include "model_io/model_dir.h"
 #include "model_io/save.h"
@@ -416,6 +417,8 @@ void WriteInitModel(const std::string& dir) {
   ASSERT_TRUE(WriteFileAtomic(dir + "/" + kTokenizerFile,
                               SmallTokenizer().model_bytes())
                   .ok());
+  // Its manifest covers the tokenizer added, as a checkpoint's does.
+  ASSERT_TRUE(WriteChecksums(dir).ok());
 }
 
 std::vector<std::vector<std::string>> ReadTsv(const std::string& path) {

@@ -16,6 +16,7 @@
 #include "common/json.h"
 #include "common/version.h"
 #include "config/config.h"
+#include "model_io/checkpoint_manager.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/run_layout.h"
@@ -50,9 +51,13 @@ std::vector<std::string> ListDir(const std::string& path) {
 
 // What an export directory holds, sorted.
 std::vector<std::string> ExportFiles() {
-  return {"README.md",         "config.json",
-          "model.safetensors", "special_tokens_map.json",
-          "spiece.model",      "tokenizer_config.json",
+  return {"README.md",
+          "checksums.json",
+          "config.json",
+          "model.safetensors",
+          "special_tokens_map.json",
+          "spiece.model",
+          "tokenizer_config.json",
           kExportMarkerFile};
 }
 
@@ -370,6 +375,49 @@ TEST_F(ExportTest, BadInputsFailClearlyAndWriteNothing) {
   EXPECT_TRUE(ExportModel(Options("empty")).ok());
 }
 
+// A checkpoint with a checksum manifest is verified before anything is
+// written: a bit flipped in its weights, or a foreign spiece.model copied
+// over its own, is DataLoss naming the file, and no export appears. The
+// export itself ships a manifest that verifies.
+TEST_F(ExportTest, DamagedCheckpointIsRefused) {
+  ASSERT_TRUE(
+      WriteFileAtomic(step_ + "/" + kTokenizerFile, kTokenizerBytes).ok());
+  ASSERT_TRUE(WriteChecksums(step_).ok());
+  auto exported = ExportModel(Options("good"));
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_TRUE(VerifyChecksums(tmp_.Join("good")).ok());
+
+  const std::string weights = step_ + "/" + kWeightsFile;
+  auto bytes = ReadFile(weights);
+  ASSERT_TRUE(bytes.ok());
+  std::string flipped = *bytes;
+  flipped[flipped.size() - 5] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomic(weights, flipped).ok());
+  auto o = Options("flipped");
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), weights)) << s.status();
+  EXPECT_FALSE(PathExists(o.out));
+
+  ASSERT_TRUE(WriteFileAtomic(weights, *bytes).ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(step_ + "/" + kTokenizerFile, "another tokenizer\n")
+          .ok());
+  o = Options("foreign");
+  // Whatever the tokenizer check says of the foreign file, the manifest
+  // refuses it.
+  o.tokenizer_pieces = [](const std::string&,
+                          const std::string&) -> absl::StatusOr<int64_t> {
+    return 100;
+  };
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+  EXPECT_TRUE(
+      absl::StrContains(s.status().message(), step_ + "/" + kTokenizerFile))
+      << s.status();
+  EXPECT_FALSE(PathExists(o.out));
+}
+
 // The tokenizer is checked before anything is written: the check's error
 // comes back, and more pieces than the model's vocab_size is an error.
 TEST_F(ExportTest, TokenizerIsChecked) {
@@ -679,6 +727,8 @@ TEST_F(ExportTest, ModelCardFromTheRun) {
                               "\"value\": 0.625, \"eval\": {\"accuracy\": "
                               "0.625}}\n")
                   .ok());
+  // As Trainer::SaveBest writes it: best.json under the manifest.
+  ASSERT_TRUE(WriteChecksums(best).ok());
   o = Options("card_best");
   o.checkpoint = best;
   ASSERT_TRUE(ExportModel(o).ok());

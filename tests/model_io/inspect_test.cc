@@ -5,6 +5,7 @@
 
 #include "common/file_util.h"
 #include "common/safetensors.h"
+#include "model_io/model_dir.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -59,6 +60,36 @@ TEST_F(InspectToolTest, PrintsModelDirectory) {
   EXPECT_NE(r.output.find("layers 2, d_model 64"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("parameters 105 in 2 tensors"), std::string::npos)
+      << r.output;
+}
+
+// A directory we wrote is verified against its checksums.json: intact, it
+// says so; a bit flipped in its weights is an error naming the file.
+TEST_F(InspectToolTest, VerifiesAModelDirectory) {
+  const std::string model = dir_ + "/ours";
+  XLNetConfig config;
+  config.vocab_size = 10;
+  config.d_model = 4;
+  config.n_head = 1;
+  config.d_head = 4;
+  config.n_layer = 1;
+  ASSERT_TRUE(WriteModelDir(
+                  model, config,
+                  {{"transformer.word_embedding.weight", torch::ones({10, 4})}})
+                  .ok());
+  Result r = RunInspect(model);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("checksums.json: every file verified"),
+            std::string::npos)
+      << r.output;
+  const std::string weights = model + "/model.safetensors";
+  auto bytes = ReadFile(weights);
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[bytes->size() - 2] ^= 0x40;
+  ASSERT_TRUE(WriteFileAtomic(weights, *bytes).ok());
+  r = RunInspect(model);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(weights + ": checksum mismatch"), std::string::npos)
       << r.output;
 }
 

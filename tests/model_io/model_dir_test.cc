@@ -2,19 +2,136 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "model_io/checkpoint_manager.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
 namespace {
 
-TEST(ModelDirTest, WriteReadRoundTripWithStateFiles) {
-  testing::TempDir tmp;
+// The config of the directories below (vocabulary 50, d_model 8).
+XLNetConfig OneLayerConfig() {
   XLNetConfig config;
   config.vocab_size = 50;
   config.d_model = 8;
   config.n_head = 2;
   config.d_head = 4;
   config.n_layer = 1;
+  return config;
+}
+
+// A one-layer model directory as our tools write it (checksums.json
+// included), with a spiece.model of ours beside the weights.
+std::string WriteVerifiedDir(const testing::TempDir& tmp,
+                             const std::string& name = "step_7") {
+  const XLNetConfig config = OneLayerConfig();
+  torch::manual_seed(5);
+  const std::string dir = tmp.Join(name);
+  const absl::Status written = WriteModelDir(
+      dir, config,
+      {{"transformer.word_embedding.weight", torch::randn({50, 8})},
+       {"lm_loss.bias", torch::randn({50})}},
+      [](const AtomicDirWriter& w) {
+        return WriteFileAtomic(w.Path(kTokenizerFile), "pieces of ours");
+      });
+  EXPECT_TRUE(written.ok()) << written;
+  return dir;
+}
+
+// Every read path of a model directory (ReadModelDirConfig, ReadModelDir,
+// CopyWeightsFromDir) fails with DataLoss whose message contains `needle`.
+void ExpectEveryReadFails(const std::string& dir, const std::string& needle) {
+  const absl::Status config = ReadModelDirConfig(dir).status();
+  const absl::Status whole = ReadModelDir(dir).status();
+  const absl::Status copy =
+      CopyWeightsFromDir(dir, {{"lm_loss.bias", torch::zeros({50})}});
+  for (const absl::Status& s : {config, whole, copy}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  }
+}
+
+// Flips one bit of the byte at `offset` of `path`.
+void FlipBit(const std::string& path, size_t offset) {
+  auto bytes = ReadFile(path);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_LT(offset, bytes->size());
+  (*bytes)[offset] ^= 0x10;
+  ASSERT_TRUE(WriteFileAtomic(path, *bytes).ok());
+}
+
+TEST(ModelDirTest, WrittenDirectoriesCarryACompleteManifest) {
+  testing::TempDir tmp;
+  const std::string dir = WriteVerifiedDir(tmp);
+  EXPECT_TRUE(VerifyChecksums(dir).ok());
+  const nlohmann::json manifest =
+      testing::ReadJsonFile(dir + "/" + kChecksumsFile);
+  for (const char* name : {kConfigFile, kWeightsFile, kTokenizerFile}) {
+    EXPECT_TRUE(manifest["files"].contains(name)) << name;
+  }
+  auto loaded = ReadModelDir(dir);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+}
+
+// A bit flipped in the weights, or a foreign spiece.model, is refused by
+// every reader (export, --init and inspect read through them), naming the
+// file.
+TEST(ModelDirTest, DamagedFilesAreRefusedByEveryReader) {
+  testing::TempDir tmp;
+  const std::string dir = WriteVerifiedDir(tmp);
+  const std::string weights = dir + "/" + kWeightsFile;
+  // Past the header: a tensor's value, which no format check would notice.
+  auto size = ReadFile(weights);
+  ASSERT_TRUE(size.ok());
+  FlipBit(weights, size->size() - 3);
+  ExpectEveryReadFails(dir, weights + ": checksum mismatch");
+
+  const std::string other = WriteVerifiedDir(tmp, "step_8");
+  ASSERT_TRUE(ReadModelDir(other).ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(other + "/" + kTokenizerFile, "pieces of others").ok());
+  ExpectEveryReadFails(other, other + "/" + kTokenizerFile);
+}
+
+// A manifest of no files, or one that leaves out the weights, checks
+// nothing that matters: refused, naming the file left out.
+TEST(ModelDirTest, IncompleteManifestsAreRefused) {
+  testing::TempDir tmp;
+  const std::string dir = WriteVerifiedDir(tmp);
+  const std::string path = dir + "/" + kChecksumsFile;
+  const nlohmann::json good = testing::ReadJsonFile(path);
+  nlohmann::json empty = good;
+  empty["files"] = nlohmann::json::object();
+  nlohmann::json no_weights = good;
+  no_weights["files"].erase(kWeightsFile);
+  // The first file left out is named (config.json sorts first).
+  for (const auto& [manifest, left_out] :
+       {std::pair{empty, kConfigFile}, std::pair{no_weights, kWeightsFile}}) {
+    ASSERT_TRUE(WriteFileAtomic(path, manifest.dump()).ok());
+    EXPECT_EQ(VerifyChecksums(dir).code(), absl::StatusCode::kDataLoss)
+        << manifest.dump();
+    ExpectEveryReadFails(dir, absl::StrCat(dir, "/", left_out,
+                                           ": not listed in ", kChecksumsFile));
+  }
+  // A literal {} is not a manifest at all.
+  ASSERT_TRUE(WriteFileAtomic(path, "{}").ok());
+  EXPECT_FALSE(ReadModelDir(dir).ok());
+}
+
+// A HuggingFace directory has no checksums.json: read unverified.
+TEST(ModelDirTest, DirectoryWithoutManifestIsRead) {
+  testing::TempDir tmp;
+  const std::string dir = WriteVerifiedDir(tmp);
+  ASSERT_EQ(std::remove((dir + "/" + kChecksumsFile).c_str()), 0);
+  auto loaded = ReadModelDir(dir);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+}
+
+TEST(ModelDirTest, WriteReadRoundTripWithStateFiles) {
+  testing::TempDir tmp;
+  const XLNetConfig config = OneLayerConfig();
   torch::manual_seed(3);
   NamedTensors tensors = {
       {"transformer.word_embedding.weight", torch::randn({50, 8})},

@@ -12,11 +12,14 @@
 #include <random>
 #include <thread>
 
+#include "common/file_util.h"
 #include "common/safetensors.h"
 #include "config/config.h"
 #include "data_pipeline/blend_sampler.h"
+#include "data_pipeline/tokenizer.h"
 #include "model/sdpa_attention.h"
 #include "model_io/checkpoint_manager.h"
+#include "model_io/save.h"
 #include "pretrain/plm_unit.h"
 #include "tests/test_util.h"
 
@@ -433,6 +436,51 @@ TEST_F(PretrainE2ETest, UnitStateDictIsTheLiveParameters) {
   torch::NoGradGuard no_grad;
   state.front().second.fill_(0.25);
   EXPECT_EQ(params.at(state.front().first).max().item<double>(), 0.25);
+}
+
+// --init with a model whose spiece.model is another tokenizer of the same
+// size than the training data's (here trained on the same text lowercased)
+// is refused naming both; the data's own tokenizer beside the model is
+// fine.
+TEST_F(PretrainE2ETest, InitWithAnotherTokenizerOfTheSameSizeIsRefused) {
+  auto config = LoadConfig(SourcePath("configs/tiny.yaml"), {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  testing::TempDir tmp;
+  const std::string init = tmp.Join("init");
+  torch::manual_seed(0);
+  XLNetLMHeadModel model(config->model);
+  ASSERT_TRUE(SavePretrained(*model, init).ok());
+  auto ours = ReadFile(tmp_->Join("spiece.model"));
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  data::TokenizerTrainOptions train;
+  train.inputs = {SourcePath("data/sample/brown_sample.txt")};
+  train.vocab_size = 1000;  // PrepareSampleData's
+  train.rules.uncased = true;
+  auto other = data::TrainTokenizer(train);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_NE(*other, *ours);
+
+  PlmUnitOptions options;
+  options.config = *config;
+  options.data_dir = tmp_->Join("data");
+  options.init_dir = init;
+  const std::string init_tokenizer = init + "/spiece.model";
+  ASSERT_TRUE(WriteFileAtomic(init_tokenizer, *other).ok());
+  ASSERT_TRUE(WriteChecksums(init).ok());
+  auto refused = PlmUnit::Create(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find(init_tokenizer), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find(tmp_->Join("data")),
+            std::string::npos)
+      << refused.status();
+
+  ASSERT_TRUE(WriteFileAtomic(init_tokenizer, *ours).ok());
+  ASSERT_TRUE(WriteChecksums(init).ok());
+  auto unit = PlmUnit::Create(options);
+  EXPECT_TRUE(unit.ok()) << unit.status();
 }
 
 // Thread counts from a config are capped at the machine's cores, with a

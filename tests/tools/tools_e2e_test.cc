@@ -390,6 +390,9 @@ TEST_F(FinetuneE2ETest, UncasedModelGetsLowercasedText) {
   uncased_yaml.replace(at, 14, "uncased: true");
   ASSERT_TRUE(
       WriteFileAtomic(tmp.Join("uncased/config.yaml"), uncased_yaml).ok());
+  // Edited by hand: without the manifest that no longer matches it (read
+  // unverified, as a HuggingFace directory is).
+  ASSERT_TRUE(RemoveAll(tmp.Join("uncased/checksums.json")).ok());
   ASSERT_TRUE(WriteFileAtomic(tmp.Join("test.csv"),
                               "id,sentence\n"
                               "upper,\"Hello there, Mr. Smith\"\n"
@@ -514,6 +517,34 @@ TEST_F(FinetuneE2ETest, ExportRefusesABadTokenizer) {
   }
 }
 
+// A bit flipped in a checkpoint's weights: xlnet-export, xlnet-finetune
+// --init and xlnet-inspect each refuse it naming the file (its
+// checksums.json), and nothing is written.
+TEST_F(FinetuneE2ETest, BitFlippedCheckpointIsRefusedByEveryTool) {
+  testing::TempDir tmp;
+  const std::string checkpoint = tmp.Join("step_60");
+  CopyTree(checkpoint_, checkpoint);
+  const std::string weights = checkpoint + "/model.safetensors";
+  auto bytes = ReadFile(weights);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  (*bytes)[bytes->size() / 2] ^= 0x04;
+  ASSERT_TRUE(WriteFileAtomic(weights, *bytes).ok());
+  const std::string needle = weights + ": checksum mismatch";
+  CommandResult r = RunCommand(ToolPath("export") + " --checkpoint " +
+                               checkpoint + " --out " + tmp.Join("hf"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  EXPECT_FALSE(PathExists(tmp.Join("hf")));
+  r = RunCommand(Finetune("classification", "--init " + checkpoint +
+                                                " --train " + Genre("train") +
+                                                " --out " + tmp.Join("ft")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  r = RunCommand(ToolPath("inspect") + " " + checkpoint);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+}
+
 // A config.json that disagrees with its weights (n_layer 100000 beside a
 // 2-layer model.safetensors) is an error naming the key, found before the
 // model is built (the address-space cap makes a build that allocates first
@@ -525,6 +556,8 @@ TEST_F(FinetuneE2ETest, ConfigSizesAreCheckedAgainstTheWeights) {
   nlohmann::json config = ReadJsonFile(checkpoint + "/config.json");
   config["n_layer"] = 100000;
   ASSERT_TRUE(WriteFileAtomic(checkpoint + "/config.json", config.dump()).ok());
+  // Edited by hand: without the manifest that would refuse it first.
+  ASSERT_TRUE(RemoveAll(checkpoint + "/checksums.json").ok());
   CommandResult r =
       RunCommand(testing::MemoryCap(4000000) + ToolPath("export") +
                  " --checkpoint " + checkpoint + " --out " + tmp.Join("hf"));
