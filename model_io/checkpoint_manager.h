@@ -1,6 +1,7 @@
 // Checkpoints: RUN/checkpoints/step_<N>/ is a HuggingFace model directory
 // plus our state files, written atomically, with a checksum manifest
-// (checksums.json: CRC-32 and size of every other file) written last. A
+// (checksums.json, checksums.h: CRC-32 and size of every other file)
+// written last. A
 // checkpoint whose manifest is missing or does not match its files is never
 // loaded; LatestValid() falls back to the newest one that verifies.
 #pragma once
@@ -14,11 +15,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/safetensors.h"
+#include "model_io/checksums.h"
 #include "model_io/model_dir.h"
 
 namespace xlnet {
-
-inline constexpr char kChecksumsFile[] = "checksums.json";
 
 // Everything a checkpoint holds besides the model config.
 struct CheckpointContents {
@@ -32,18 +32,6 @@ struct CheckpointContents {
   // checkpoint; "" for none.
   std::string moved_files_dir;
 };
-
-// CRC-32 (zlib polynomial) of a file, streamed.
-absl::StatusOr<uint32_t> FileCrc32(const std::string& path);
-
-// Writes checksums.json for every regular file in `dir` except itself
-// (names starting with '.' are not the directory's files and are skipped).
-absl::Status WriteChecksums(const std::string& dir);
-// Verifies checksums.json against the files in `dir`: DataLoss naming the
-// file when one it lists is missing, of another size or changed, and when a
-// regular file of `dir` (other than itself and '.' names) is not listed, so
-// that a manifest of "{}" or one omitting the weights does not verify.
-absl::Status VerifyChecksums(const std::string& dir);
 
 class CheckpointManager {
  public:

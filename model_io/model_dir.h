@@ -34,6 +34,7 @@
 #include "common/file_util.h"
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "model_io/state_json.h"
 
 namespace xlnet {
 
@@ -99,21 +100,6 @@ absl::Status WriteModelDir(
     const NamedTensors& tensors,
     const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
         {});
-
-// The text of a JSON state file of ours:
-// {"format": kind, "format_version": N, ...body}.
-std::string StateJsonText(const std::string& kind, int version,
-                          const nlohmann::json& body);
-
-// Writes StateJsonText(kind, version, body) to `path` atomically.
-absl::Status WriteStateJson(const std::string& path, const std::string& kind,
-                            int version, const nlohmann::json& body);
-
-// Reads a state file, checking the format name and that its version is one
-// this build reads (1..max_version). Returns the whole object.
-absl::StatusOr<nlohmann::json> ReadStateJson(const std::string& path,
-                                             const std::string& kind,
-                                             int max_version);
 
 // What an HF directory's tokenizer_config.json says about text rules.
 struct HfTokenizerConfig {
