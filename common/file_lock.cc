@@ -14,6 +14,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/runtime.h"
 #include "common/status.h"
 
 namespace xlnet {
@@ -23,12 +24,6 @@ namespace {
 constexpr uint64_t kMaxLockFileBytes = 64 << 10;
 // Command lines are cut to this many bytes in the lock file.
 constexpr size_t kMaxCommandBytes = 2000;
-
-std::string HostName() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) return "?";
-  return host;
-}
 
 // This process's command line, arguments separated by spaces.
 std::string CommandLine() {

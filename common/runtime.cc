@@ -112,4 +112,10 @@ std::string RuntimeSummary() {
           : ", CUDA: not available");
 }
 
+std::string HostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "?";
+  return host;
+}
+
 }  // namespace xlnet

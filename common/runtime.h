@@ -29,4 +29,7 @@ std::string BlasDescription();
 // One line describing LibTorch, threads and BLAS, for logs and benchmarks.
 std::string RuntimeSummary();
 
+// This machine's host name ("?" when it cannot be read).
+std::string HostName();
+
 }  // namespace xlnet

@@ -252,6 +252,8 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
   unit_options.task = task;
   unit_options.config = config;
   unit_options.init_dir = init_dir;
+  // LoadFinetuneConfig verified it (ReadModelDirConfig).
+  unit_options.init_checksums = Checksums::kAlreadyVerified;
   unit_options.from_scratch = options.from_scratch;
   unit_options.labels = data.labels;
   unit_options.rank = rank;

@@ -1,6 +1,9 @@
 #include "finetune/finetune_unit.h"
 
+#include <functional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -124,6 +127,23 @@ absl::StatusOr<std::unique_ptr<FinetuneUnit>> FinetuneUnit::Create(
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(tc.seed + 7919 * (options.rank + 1));
   return unit;
+}
+
+TrainingData FinetuneUnit::Data() {
+  if (train_.size() == 0) return {};
+  // The bytes of every training tensor, in a fixed order (targets by name).
+  std::vector<torch::Tensor> parts = {train_.input_ids, train_.token_type_ids,
+                                      train_.attention_mask};
+  for (const auto& [name, t] : train_.targets) parts.push_back(t);
+  size_t hash = 0;
+  for (const torch::Tensor& part : parts) {
+    const torch::Tensor t = part.contiguous().cpu();
+    const std::string_view bytes(static_cast<const char*>(t.data_ptr()),
+                                 t.numel() * t.element_size());
+    hash = hash * 1000003 ^ std::hash<std::string_view>{}(bytes);
+  }
+  const std::string key = absl::StrCat(absl::Hex(hash, absl::kZeroPad16));
+  return {key, absl::StrCat(train_.size(), " training rows (hash ", key, ")")};
 }
 
 NamedTensors FinetuneUnit::Named(bool parameters_only) {

@@ -82,6 +82,8 @@ class FinetuneUnit : public TrainUnit {
   std::string ModelConfigJson() override;
   void SetTraining(bool training) override;
   StepOutput TrainStep() override;
+  // A hash of the training rows' tokens and targets, and their number.
+  TrainingData Data() override;
   std::map<std::string, double> Evaluate() override;
   // "epoch": training rows consumed / training rows (fractional; the
   // stream's position, so exact after a resume too).

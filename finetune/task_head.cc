@@ -94,6 +94,7 @@ HeadLoadOptions HeadLoadOptionsOf(const TaskHeadOptions& options) {
   HeadLoadOptions load;
   load.labels = options.labels;
   load.seed = static_cast<uint64_t>(options.config.train.seed);
+  load.checksums = options.init_checksums;
   return load;
 }
 

@@ -53,6 +53,10 @@ struct TaskHeadOptions {
   Config config;
   // The model to start from (our checkpoint, a fine-tuned or a HF dir).
   std::string init_dir;
+  // kAlreadyVerified when the caller has verified init_dir's checksums.json
+  // (RunFinetune, reading its config), so the load does not read every file
+  // a second time.
+  Checksums init_checksums = Checksums::kVerify;
   // Keep the architecture of init_dir but start from random weights (the
   // "no pretraining" baseline).
   bool from_scratch = false;

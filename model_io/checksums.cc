@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,8 @@ namespace xlnet {
 namespace {
 
 constexpr int kChecksumsVersion = 1;
+
+std::atomic<int64_t> verified_bytes{0};
 
 }  // namespace
 
@@ -126,6 +129,7 @@ absl::Status VerifyChecksums(const std::string& dir) {
                                               " does not match the manifest"));
     }
     XLNET_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32(path));
+    verified_bytes.fetch_add(st.st_size, std::memory_order_relaxed);
     if (crc != *want_crc) {
       return absl::DataLossError(absl::StrCat(path, ": checksum mismatch"));
     }
@@ -144,6 +148,10 @@ absl::Status VerifyChecksums(const std::string& dir) {
     }
   }
   return absl::OkStatus();
+}
+
+int64_t VerifiedBytes() {
+  return verified_bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace xlnet

@@ -31,4 +31,9 @@ absl::Status WriteChecksums(const std::string& dir);
 // that a manifest of "{}" or one omitting the weights does not verify.
 absl::Status VerifyChecksums(const std::string& dir);
 
+// Bytes VerifyChecksums has read in this process, over all calls: tests
+// check with it that one load of a directory reads its files once to verify
+// them.
+int64_t VerifiedBytes();
+
 }  // namespace xlnet

@@ -363,19 +363,22 @@ absl::StatusOr<XLNetForMultipleChoice> LoadForMultipleChoice(
 
 absl::StatusOr<XLNetForMultipleChoice> LoadForMultipleChoice(
     const std::string& dir, const HeadLoadOptions& options) {
-  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir, ReadModelDir(dir));
+  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir,
+                         ReadModelDir(dir, options.checksums));
   return LoadForMultipleChoice(model_dir, options);
 }
 
 absl::StatusOr<XLNetForSequenceClassification> LoadForSequenceClassification(
     const std::string& dir, const HeadLoadOptions& options) {
-  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir, ReadModelDir(dir));
+  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir,
+                         ReadModelDir(dir, options.checksums));
   return LoadForSequenceClassification(model_dir, options);
 }
 
 absl::StatusOr<XLNetForQuestionAnswering> LoadForQuestionAnswering(
     const std::string& dir, const HeadLoadOptions& options) {
-  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir, ReadModelDir(dir));
+  XLNET_ASSIGN_OR_RETURN(ModelDir model_dir,
+                         ReadModelDir(dir, options.checksums));
   return LoadForQuestionAnswering(model_dir, options);
 }
 

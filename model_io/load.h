@@ -87,6 +87,9 @@ struct HeadLoadOptions {
   std::vector<std::string> labels;
   // Seed of a freshly initialised head.
   uint64_t seed = 0;
+  // The loaders that read a directory by name verify it first unless the
+  // caller already has (model_dir.h).
+  Checksums checksums = Checksums::kVerify;
 };
 
 // Builds a fine-tuning model from a model directory. The backbone comes from

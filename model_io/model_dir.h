@@ -65,10 +65,18 @@ struct ModelDir {
 // it has none.
 absl::Status VerifyModelDir(const std::string& dir);
 
+// Whether a read verifies the directory first (VerifyModelDir), or its
+// caller already has, so that one load reads each file once to verify it
+// (verifying reads every byte: a checkpoint verified when it is chosen is
+// not verified again when its weights are copied).
+enum class Checksums { kVerify, kAlreadyVerified };
+
 // Reads DIR/config.json and every tensor of DIR/model.safetensors (else
 // DIR/pytorch_model.bin, read by ReadTorchSaveStateDict), after
-// VerifyModelDir. Errors name the directory or file.
-absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir);
+// VerifyModelDir unless `checksums` says the caller did. Errors name the
+// directory or file.
+absl::StatusOr<ModelDir> ReadModelDir(const std::string& dir,
+                                      Checksums checksums = Checksums::kVerify);
 
 // Reads and validates DIR/config.json without loading a tensor (after
 // VerifyModelDir, which reads every file once to check it): its sizes
@@ -82,7 +90,8 @@ absl::StatusOr<XLNetConfig> ReadModelDirConfig(const std::string& dir);
 // exact name (every one must be stored, with its shape; each keeps its
 // device and dtype). Errors name the directory and tensor.
 absl::Status CopyWeightsFromDir(const std::string& dir,
-                                const NamedTensors& tensors);
+                                const NamedTensors& tensors,
+                                Checksums checksums = Checksums::kVerify);
 
 // Writes `dir` atomically: config.json (`config_json`'s text),
 // model.safetensors (`tensors` in the given order, metadata {"format": "pt"}

@@ -83,6 +83,11 @@ inline constexpr char kRunLockFile[] = "run.lock";
 // a command of the other.
 inline constexpr char kRunInfoFile[] = "run.json";
 
+// RUN/.launch-ID: written by rank 0 of a multi-rank launch under a fresh
+// ID, which every rank looks up to prove it writes into the same directory
+// (RunDirectory). Removed by the next launch.
+inline constexpr char kLaunchFilePrefix[] = ".launch-";
+
 // RUN/NAME: `name` (one of the constants above) in the run directory.
 std::string RunPath(absl::string_view run_dir, absl::string_view name);
 

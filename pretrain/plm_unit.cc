@@ -1,6 +1,7 @@
 #include "pretrain/plm_unit.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/runtime.h"
@@ -155,6 +156,16 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   sampler_options.world_size = options.world_size;
   XLNET_ASSIGN_OR_RETURN(
       unit->train_, data::OpenBatchSource(options.data_dir, sampler_options));
+  if (options.data_dir.empty()) {
+    std::vector<std::string> names;
+    for (const data::SourcePart& part : unit->train_->Parts()) {
+      names.push_back(part.name);
+    }
+    unit->data_origin_ =
+        absl::StrCat("data.sources ", absl::StrJoin(names, ", "));
+  } else {
+    unit->data_origin_ = absl::StrCat("--data ", options.data_dir);
+  }
   if (unit->train_->tokenizer().vocab_size() > config.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the tokenizer has ", unit->train_->tokenizer().vocab_size(),
@@ -186,6 +197,12 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(train.seed + 7919 * (options.rank + 1));
   return unit;
+}
+
+TrainingData PlmUnit::Data() {
+  const std::string fingerprint = train_->State().fingerprint;
+  return {fingerprint,
+          absl::StrCat(data_origin_, " (fingerprint ", fingerprint, ")")};
 }
 
 NamedTensors PlmUnit::Parameters() {

@@ -59,6 +59,9 @@ class PlmUnit : public TrainUnit {
   // the same on every rank). For a single --data directory, "epoch": the
   // sampler's epochs, steps_done / steps_per_epoch (fractional).
   std::map<std::string, double> LogValues(int64_t steps_done) override;
+  // The batch source's fingerprint (corpus, data settings, seed, global
+  // batch), described by --data or the data.sources names.
+  TrainingData Data() override;
   absl::Status SaveUnitState(
       int rank, std::map<std::string, NamedTensors>* files) override;
   absl::Status LoadUnitState(const std::string& dir, int rank) override;
@@ -80,6 +83,8 @@ class PlmUnit : public TrainUnit {
   torch::ScalarType dtype_;
   XLNetLMHeadModel model_{nullptr};
   std::unique_ptr<data::BatchSource> train_;
+  // Where train_ reads from, for errors: "--data DIR" or "data.sources a, b".
+  std::string data_origin_;
   std::unique_ptr<data::BatchSource> eval_;
   int64_t accum_ = 1;
   int64_t micro_ = 0;

@@ -12,8 +12,19 @@
 #   scripts/kill_loop.sh [N=20] [SEED=1]   (XLNET_BUILD_DIR: default build;
 #                                          XLNET_KILL_LOOP_STEPS: default 120)
 #
+# XLNET_KILL_LOOP_TMPFS=1 runs the killed run on a nearly full file system:
+# a tmpfs (mounted in a private user and mount namespace, so no root is
+# needed) just large enough for the run's other files, the checkpoints it
+# keeps and the one being written, plus half a checkpoint. A temporary left
+# by a kill that the next start did not remove would leave too little room
+# for the next save, and every restart would fail the same way.
+#
 # Exits 0 when every check passed; prints one line per kill.
 set -euo pipefail
+if [[ ${XLNET_KILL_LOOP_TMPFS:-0} == 1 && -z ${XLNET_KILL_LOOP_NS:-} ]]; then
+  exec env XLNET_KILL_LOOP_NS=1 unshare --user --map-root-user --mount -- \
+    "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 N=${1:-20}
 SEED=${2:-1}
@@ -23,7 +34,7 @@ for tool in xlnet-data xlnet-pretrain; do
 done
 RANDOM=$SEED
 WORK=$(mktemp -d /tmp/xlnet-kill-loop.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+trap 'umount "$WORK/fs" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 corpus=data/sample/brown_sample.txt
 "$BIN/xlnet-data" tokenizer --input "$corpus" --vocab_size 1000 \
@@ -32,6 +43,7 @@ corpus=data/sample/brown_sample.txt
   --out "$WORK/data" --workers 2 >/dev/null 2>&1
 
 STEPS=${XLNET_KILL_LOOP_STEPS:-120}
+KEEP=2
 # The command line of the tiny run into RUN_DIR, as an array: ARGS.
 args_for() {  # RUN_DIR [extra flags...]
   local run=$1
@@ -39,7 +51,7 @@ args_for() {  # RUN_DIR [extra flags...]
   ARGS=("$BIN/xlnet-pretrain" --config configs/tiny.yaml --data "$WORK/data"
     --out "$run" --set train.threads=1 --set train.eval_steps=0
     --set train.max_steps=$STEPS --set train.save_steps=2
-    --set train.log_steps=1 "$@")
+    --set train.keep_checkpoints=$KEEP --set train.log_steps=1 "$@")
 }
 pretrain() {  # RUN_DIR [extra flags...]
   args_for "$@"
@@ -75,6 +87,16 @@ pretrain "$WORK/full" >"$WORK/full.log" 2>&1 || {
 }
 
 RUN=$WORK/killed
+if [[ ${XLNET_KILL_LOOP_TMPFS:-0} == 1 ]]; then
+  # Sizes as the file system counts them (whole blocks).
+  ckpt=$(du -sB1 "$WORK/full/checkpoints/step_$STEPS" | cut -f1)
+  other=$(($(du -sB1 "$WORK/full" | cut -f1) - $(du -sB1 "$WORK/full/checkpoints" | cut -f1)))
+  fs_bytes=$((2 * other + (KEEP + 1) * ckpt + ckpt / 2))
+  mkdir -p "$WORK/fs"
+  mount -t tmpfs -o "size=$fs_bytes" tmpfs "$WORK/fs"
+  RUN=$WORK/fs/killed
+  echo "kill_loop: the run is on a $fs_bytes-byte tmpfs (a checkpoint is $ckpt bytes, the rest of the run $other)"
+fi
 failures=0
 inside=0
 kills=0
@@ -144,6 +166,9 @@ if ! cmp -s "$WORK/full/checkpoints/step_$STEPS/model.safetensors" \
   "$RUN/checkpoints/step_$STEPS/model.safetensors"; then
   echo "kill_loop: FAIL final weights differ from the uninterrupted run" >&2
   failures=$((failures + 1))
+fi
+if [[ ${XLNET_KILL_LOOP_TMPFS:-0} == 1 ]]; then
+  echo "kill_loop: the tmpfs ends $(df -B1 --output=used,size "$WORK/fs" | tail -1 | awk '{print $1 " of " $2}') bytes used"
 fi
 echo "kill_loop: $kills kills ($inside while a checkpoint was being written or removed)," \
   "$(losses "$RUN" | wc -l) logged steps, $failures failures"

@@ -11,9 +11,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -177,6 +179,65 @@ absl::Status ProcessGroup::CheckSameOnAllRanks(const std::string& what,
         return absl::FailedPreconditionError(absl::StrCat(
             "rank ", r, " runs with a different ", what, " than rank 0"));
       }
+    }
+    return absl::OkStatus();
+  });
+}
+
+void ProcessGroup::BroadcastText(std::string* text, int root) {
+  if (text->size() > kMaxAgreedBytes) text->resize(kMaxAgreedBytes);
+  std::vector<torch::Tensor> size = {
+      torch::tensor({static_cast<int64_t>(text->size())}, torch::kInt64)};
+  Broadcast(size, root);
+  const int64_t n = size[0][0].item<int64_t>();
+  TORCH_CHECK(n >= 0 && n <= static_cast<int64_t>(kMaxAgreedBytes),
+              "broadcast text of ", n, " bytes");
+  // One int64 per byte: every backend broadcasts int64.
+  torch::Tensor bytes = torch::zeros({n}, torch::kInt64);
+  if (rank_ == root) {
+    for (int64_t i = 0; i < n; ++i) {
+      bytes[i] = static_cast<int64_t>(static_cast<unsigned char>((*text)[i]));
+    }
+  }
+  std::vector<torch::Tensor> t = {bytes};
+  if (n > 0) Broadcast(t, root);
+  const torch::Tensor got = t[0].contiguous();
+  const int64_t* data = got.data_ptr<int64_t>();
+  text->assign(static_cast<size_t>(n), '\0');
+  for (int64_t i = 0; i < n; ++i) (*text)[i] = static_cast<char>(data[i]);
+}
+
+absl::Status ProcessGroup::AgreeWithRank0(const std::string& what,
+                                          const std::string& value,
+                                          const std::string& description,
+                                          const std::string& fix) {
+  return CatchExceptions("checking " + what + " across ranks", [&]() {
+    std::string rank0_value = value;
+    std::string rank0_description = description;
+    BroadcastText(&rank0_value, 0);
+    BroadcastText(&rank0_description, 0);
+    const bool differs =
+        rank0_value != value.substr(0, std::min(value.size(), kMaxAgreedBytes));
+    torch::Tensor flags = torch::zeros({world_size_}, torch::kInt64);
+    flags[rank_] = differs ? 1 : 0;
+    std::vector<torch::Tensor> t = {flags};
+    AllReduceSum(t);
+    const torch::Tensor all = t[0].contiguous();
+    std::vector<std::string> ranks;
+    for (int r = 0; r < world_size_; ++r) {
+      if (all[r].item<int64_t>() != 0) ranks.push_back(absl::StrCat(r));
+    }
+    if (differs) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " differs between ranks: rank ", rank_, " has ",
+                       description.substr(0, kMaxAgreedBytes),
+                       ", but rank 0 has ", rank0_description, "; ", fix));
+    }
+    if (!ranks.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " differs between ranks: rank(s) ",
+                       absl::StrJoin(ranks, ", "), " differ from rank 0's ",
+                       rank0_description, " (their errors say how)"));
     }
     return absl::OkStatus();
   });

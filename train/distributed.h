@@ -68,6 +68,21 @@ class ProcessGroup {
   // config), naming `what` and the first rank that differs.
   absl::Status CheckSameOnAllRanks(const std::string& what,
                                    const std::string& value);
+  // Rank `root`'s `text` (at most kMaxAgreedBytes) into `text` on every
+  // rank. Throws as the collectives do.
+  void BroadcastText(std::string* text, int root);
+  // Every rank's `value` against rank 0's, with `description` saying what a
+  // person should compare (a path, a host, a fingerprint). Rank 0's value
+  // and description go to every rank and the outcome back to all, so that
+  // all ranks stop together. A rank that differs gets FailedPrecondition
+  // "WHAT differs between ranks: rank R has DESC_R, but rank 0 has DESC_0;
+  // FIX"; the others "WHAT differs between ranks: rank(s) R, ... differ
+  // from rank 0's DESC_0 (their errors say how)". Values and descriptions
+  // longer than kMaxAgreedBytes are compared and shown cut to that length.
+  absl::Status AgreeWithRank0(const std::string& what, const std::string& value,
+                              const std::string& description,
+                              const std::string& fix);
+  static constexpr size_t kMaxAgreedBytes = 4096;
 
  private:
   ProcessGroup() = default;

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -12,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/runtime.h"
 #include "common/status.h"
 #include "model_io/checkpoint_manager.h"
 #include "model_io/model_dir.h"
@@ -151,6 +154,62 @@ absl::Status CheckResumeDir(const std::string& dir, const std::string& resume,
       "latest"));
 }
 
+// Removes RUN/.launch-* (rank 0, with the lock held).
+absl::Status RemoveLaunchFiles(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    return absl::InternalError(absl::StrCat(dir, ": cannot list"));
+  }
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    if (absl::StartsWith(e->d_name, kLaunchFilePrefix)) {
+      stale.push_back(e->d_name);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& name : stale) {
+    XLNET_RETURN_IF_ERROR(RemoveAll(RunPath(dir, name)));
+  }
+  return absl::OkStatus();
+}
+
+// Every rank of a launch writes into the directory rank 0 took: rank 0
+// leaves RUN/.launch-ID there under a fresh ID, and every rank looks it up
+// by name. A name no earlier launch used, so that no directory entry a
+// shared file system cached before can answer for it.
+absl::Status CheckSameRunDirectory(const std::string& dir,
+                                   ProcessGroup* group) {
+  std::string id;
+  absl::Status written;
+  if (group->rank() == 0) {
+    std::random_device random;
+    const uint64_t value = (static_cast<uint64_t>(random()) << 32) ^ random();
+    id = absl::StrCat(absl::Hex(value, absl::kZeroPad16));
+    written = WriteFileAtomic(
+        RunPath(dir, absl::StrCat(kLaunchFilePrefix, id)),
+        absl::StrCat("host ", HostName(), " pid ", ::getpid(), "\n"));
+    if (!written.ok()) id.clear();
+  }
+  XLNET_RETURN_IF_ERROR(CatchExceptions("sharing the launch id", [&]() {
+    group->BroadcastText(&id, 0);
+    return absl::OkStatus();
+  }));
+  if (id.empty()) {
+    if (group->rank() == 0) return written;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank 0 could not write into the run directory (its error says why; "
+        "this rank's --out is ",
+        dir, ")"));
+  }
+  const std::string name = absl::StrCat(kLaunchFilePrefix, id);
+  const bool found = PathExists(RunPath(dir, name));
+  return group->AgreeWithRank0(
+      "the run directory (--out)", found ? "found" : "missing",
+      absl::StrCat(dir, " on host ", HostName(),
+                   found ? "" : absl::StrCat(" (no ", name, " there)")),
+      "every rank needs the same --out, on a file system all ranks share");
+}
+
 // Rank 0's part of Open, with the lock held.
 absl::Status CheckAndPrepare(const RunDirOptions& o) {
   const std::string& dir = o.dir;
@@ -185,8 +244,10 @@ absl::Status CheckAndPrepare(const RunDirOptions& o) {
   if (!o.resume.empty() && o.resume != "latest") {
     XLNET_RETURN_IF_ERROR(CheckResumeDir(dir, o.resume, holds_run));
   }
-  // Leftovers of writers killed mid-file; nobody else writes here now.
+  // Leftovers of writers killed mid-file, and earlier launches' ids;
+  // nobody else writes here now.
   XLNET_RETURN_IF_ERROR(CleanStaleTemps(dir).status());
+  XLNET_RETURN_IF_ERROR(RemoveLaunchFiles(dir));
   if (!has_run_info || stored_kind != o.kind) {
     XLNET_RETURN_IF_ERROR(WriteStateJson(RunPath(dir, kRunInfoFile), "run",
                                          kRunInfoVersion, {{"kind", o.kind}}));
@@ -235,6 +296,9 @@ absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
     }
   }
   XLNET_RETURN_IF_ERROR(status);
+  if (group != nullptr && group->world_size() > 1) {
+    XLNET_RETURN_IF_ERROR(CheckSameRunDirectory(options.dir, group));
+  }
   return std::unique_ptr<RunDirectory>(
       new RunDirectory(options.dir, std::move(lock)));
 }

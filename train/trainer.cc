@@ -311,7 +311,8 @@ absl::Status Trainer::Save(int64_t step) {
 absl::Status Trainer::Restore(const std::string& dir, bool verified) {
   if (!verified) XLNET_RETURN_IF_ERROR(VerifyChecksums(dir));
   XLNET_ASSIGN_OR_RETURN(const TrainerState state, ReadTrainerState(dir));
-  XLNET_RETURN_IF_ERROR(CopyWeightsFromDir(dir, unit_->StateDict()));
+  XLNET_RETURN_IF_ERROR(
+      CopyWeightsFromDir(dir, unit_->StateDict(), Checksums::kAlreadyVerified));
   XLNET_ASSIGN_OR_RETURN(SafetensorsFile optimizer,
                          SafetensorsFile::Open(dir + "/" + kOptimizerFile));
   XLNET_RETURN_IF_ERROR(optimizer_->LoadState(optimizer));
@@ -439,6 +440,11 @@ absl::Status Trainer::Prepare() {
   if (group_ && world_size() > 1) {
     XLNET_RETURN_IF_ERROR(
         group_->CheckSameOnAllRanks("config", options_.config_yaml));
+    const TrainingData data = unit_->Data();
+    XLNET_RETURN_IF_ERROR(group_->AgreeWithRank0(
+        "the training data", data.key, data.description,
+        "every rank must read the same corpus (a path all ranks share, "
+        "with the same contents)"));
     // Every rank starts from rank 0's weights.
     XLNET_RETURN_IF_ERROR(CatchExceptions("broadcasting parameters", [&]() {
       torch::NoGradGuard no_grad;

@@ -43,6 +43,15 @@ struct StepOutput {
   std::map<std::string, double> metrics;
 };
 
+// What a rank trains on; ranks compare it before the first step.
+struct TrainingData {
+  // The same on every rank that reads the same data (e.g. the batch
+  // source's fingerprint); empty: nothing to compare.
+  std::string key;
+  // Where the data comes from, for errors ("--data DIR, fingerprint F").
+  std::string description;
+};
+
 class TrainUnit {
  public:
   virtual ~TrainUnit() = default;
@@ -67,6 +76,9 @@ class TrainUnit {
   virtual std::map<std::string, double> LogValues(int64_t steps_done) {
     return {};
   }
+  // This rank's training data; the trainer stops every rank when one
+  // differs from rank 0's.
+  virtual TrainingData Data() { return {}; }
   // Unit state beyond the weights (data position, memory, ...): tensors
   // added to `files` (file name -> tensors) for this rank; LoadUnitState gets
   // the checkpoint directory back.

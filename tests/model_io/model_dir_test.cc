@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model_io/checkpoint_manager.h"
+#include "model_io/checksums.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -93,6 +94,45 @@ TEST(ModelDirTest, DamagedFilesAreRefusedByEveryReader) {
   ASSERT_TRUE(
       WriteFileAtomic(other + "/" + kTokenizerFile, "pieces of others").ok());
   ExpectEveryReadFails(other, other + "/" + kTokenizerFile);
+}
+
+// The bytes of `dir`'s files other than checksums.json.
+int64_t ListedBytes(const std::string& dir) {
+  auto files = ListDirectoryFiles(dir);
+  EXPECT_TRUE(files.ok()) << files.status();
+  int64_t bytes = 0;
+  for (const std::string& name : *files) {
+    if (name == kChecksumsFile) continue;
+    auto text = ReadFile(dir + "/" + name);
+    EXPECT_TRUE(text.ok()) << text.status();
+    bytes += static_cast<int64_t>(text->size());
+  }
+  return bytes;
+}
+
+// Verifying reads every byte: one load verifies each file once, and a
+// caller that verified already (the checkpoint chosen for a resume, the
+// --init whose config was read) is not made to read them again.
+TEST(ModelDirTest, OneLoadVerifiesEachFileOnce) {
+  testing::TempDir tmp;
+  const std::string dir = WriteVerifiedDir(tmp);
+  const int64_t listed = ListedBytes(dir);
+  ASSERT_GT(listed, 0);
+  int64_t before = VerifiedBytes();
+  ASSERT_TRUE(ReadModelDir(dir).ok());
+  EXPECT_EQ(VerifiedBytes() - before, listed);
+
+  before = VerifiedBytes();
+  ASSERT_TRUE(
+      CopyWeightsFromDir(dir, {{"lm_loss.bias", torch::zeros({50})}}).ok());
+  EXPECT_EQ(VerifiedBytes() - before, listed);
+
+  before = VerifiedBytes();
+  ASSERT_TRUE(ReadModelDir(dir, Checksums::kAlreadyVerified).ok());
+  ASSERT_TRUE(CopyWeightsFromDir(dir, {{"lm_loss.bias", torch::zeros({50})}},
+                                 Checksums::kAlreadyVerified)
+                  .ok());
+  EXPECT_EQ(VerifiedBytes() - before, 0);
 }
 
 // A manifest of no files, or one that leaves out the weights, checks

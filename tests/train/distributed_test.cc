@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -53,6 +54,37 @@ TEST(ProcessGroupTest, CollectivesAndConfigCheck) {
         group.CheckSameOnAllRanks("config", rank == 0 ? "a: 1" : "a: 2");
     EXPECT_EQ(differs.message(),
               "rank 1 runs with a different config than rank 0");
+  });
+}
+
+// Rank 0's value and description reach every rank (texts of any bytes,
+// cut to kMaxAgreedBytes); a rank that differs names both descriptions and
+// the fix, and the others name it.
+TEST(ProcessGroupTest, RanksAgreeWithRankZeroOrStopTogether) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RunRanks(3, milliseconds(20000), [](int rank, ProcessGroup& group) {
+    const std::string head("caf\xc3\xa9\0\x01", 7);
+    std::string text = rank == 0 ? head + std::string(5000, 'x') : "";
+    group.BroadcastText(&text, 0);
+    EXPECT_EQ(text.size(), ProcessGroup::kMaxAgreedBytes);
+    EXPECT_EQ(text.substr(0, 7), head);
+
+    EXPECT_TRUE(group
+                    .AgreeWithRank0("the data", "f00d",
+                                    absl::StrCat("dir", rank), "fix it")
+                    .ok());
+    const absl::Status differs =
+        group.AgreeWithRank0("the data", rank == 2 ? "beef" : "f00d",
+                             absl::StrCat("--data /d", rank), "use one corpus");
+    if (rank == 2) {
+      EXPECT_EQ(differs.message(),
+                "the data differs between ranks: rank 2 has --data /d2, but "
+                "rank 0 has --data /d0; use one corpus");
+    } else {
+      EXPECT_EQ(differs.message(),
+                "the data differs between ranks: rank(s) 2 differ from rank "
+                "0's --data /d0 (their errors say how)");
+    }
   });
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -13,8 +14,11 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/runtime.h"
+#include "model_io/checksums.h"
 #include "tests/test_util.h"
 #include "train/run_dir.h"
 
@@ -117,6 +121,9 @@ class RegressionUnit : public TrainUnit {
   std::map<int64_t, double> accuracy_at_step_;
   int rank_ = 0;
   int world_ = 1;
+  // What Data() reports (empty: nothing to compare).
+  TrainingData data_;
+  TrainingData Data() override { return data_; }
 };
 
 TrainerOptions Options(const std::string& run_dir, int64_t steps) {
@@ -411,7 +418,18 @@ TEST(TrainerTest, ResumeReproducesUninterruptedRun) {
   resumed.linear_->weight.data().fill_(123.0);  // must be overwritten
   TrainerOptions options = Options(part_dir.path(), 12);
   options.resume = "latest";
+  // Verifying reads every byte of step_6: once to choose it, not again to
+  // restore it.
+  const nlohmann::json manifest = testing::ReadJsonFile(
+      part_dir.Join(absl::StrCat("checkpoints/step_6/", kChecksumsFile)));
+  int64_t step_6_bytes = 0;
+  for (const auto& [name, entry] : manifest["files"].items()) {
+    step_6_bytes += entry["bytes"].get<int64_t>();
+  }
+  ASSERT_GT(step_6_bytes, 0);
+  const int64_t verified_before = VerifiedBytes();
   ASSERT_TRUE(Trainer(options, &resumed, nullptr).Run().ok());
+  EXPECT_EQ(VerifiedBytes() - verified_before, step_6_bytes);
   const std::vector<double> got = Losses(ReadMetrics(part_dir.path()));
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i)
@@ -1012,6 +1030,26 @@ TEST(TrainerTest, TwoRanksStopTogetherOnADivergence) {
   }
 }
 
+// Runs `fn(rank, group)` on two Gloo ranks (threads over one store) and
+// returns each rank's error ("" when OK).
+std::vector<std::string> OnTwoRanks(
+    const std::function<absl::Status(int, ProcessGroup*)>& fn) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank]() {
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
+                                           std::chrono::milliseconds(30000));
+      const absl::Status status =
+          group.ok() ? fn(rank, group->get()) : group.status();
+      errors[rank] = std::string(status.message());
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 // The same global batch of 8 split over 2 Gloo ranks (as threads) ends with
 // the parameters of one rank seeing all 8.
 TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
@@ -1023,7 +1061,6 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
       Trainer(Options(single_dir.path(), 6), &single, nullptr).Run().ok());
 
   testing::TempDir multi_dir;
-  auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::unique_ptr<RegressionUnit>> units;
   for (int rank = 0; rank < 2; ++rank) {
     units.push_back(std::make_unique<RegressionUnit>(4));
@@ -1033,23 +1070,12 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
   }
   // Rank 1 starts from different weights: the broadcast from rank 0 fixes it.
   units[1]->linear_->weight.data().fill_(0.5);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank]() {
-      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
-                                           std::chrono::milliseconds(30000));
-      if (!group.ok()) {
-        errors[rank] = std::string(group.status().message());
-        return;
-      }
-      auto result =
-          Trainer(Options(multi_dir.path(), 6), units[rank].get(), group->get())
-              .Run();
-      if (!result.ok()) errors[rank] = std::string(result.status().message());
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors =
+      OnTwoRanks([&](int rank, ProcessGroup* group) {
+        return Trainer(Options(multi_dir.path(), 6), units[rank].get(), group)
+            .Run()
+            .status();
+      });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   for (int rank = 0; rank < 2; ++rank) {
@@ -1066,6 +1092,79 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
   EXPECT_TRUE(
       PathExists(multi_dir.Join("checkpoints/step_6/rng.rank1.safetensors")));
   EXPECT_TRUE(VerifyChecksums(multi_dir.Join("checkpoints/step_6")).ok());
+}
+
+// Rank 1 given another --out than rank 0 would write its state where rank
+// 0's checkpoints do not know it: both stop at Open, rank 1 naming both
+// directories. With the same --out, rank 0's launch file is there for all.
+TEST(TrainerTest, RanksMustShareTheRunDirectory) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir tmp;
+  const std::string a = tmp.Join("a"), b = tmp.Join("b");
+  ASSERT_TRUE(MakeDirs(b).ok());
+  std::vector<std::string> errors =
+      OnTwoRanks([&](int rank, ProcessGroup* group) {
+        return RunDirectory::Open({rank == 0 ? a : b, "pretraining", "", false},
+                                  group)
+            .status();
+      });
+  const std::string host = HostName();
+  EXPECT_NE(errors[1].find("the run directory (--out) differs between ranks: "
+                           "rank 1 has " +
+                           b + " on host " + host + " (no .launch-"),
+            std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[1].find("but rank 0 has " + a + " on host " + host +
+                           "; every rank needs the same --out"),
+            std::string::npos)
+      << errors[1];
+  EXPECT_EQ(errors[0],
+            "the run directory (--out) differs between ranks: rank(s) 1 "
+            "differ from rank 0's " +
+                a + " on host " + host + " (their errors say how)");
+
+  const std::string shared = tmp.Join("shared");
+  errors = OnTwoRanks([&](int rank, ProcessGroup* group) {
+    return RunDirectory::Open({shared, "pretraining", "", false}, group)
+        .status();
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  int launch_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(shared)) {
+    launch_files +=
+        absl::StartsWith(entry.path().filename().string(), ".launch-");
+  }
+  EXPECT_EQ(launch_files, 1);
+}
+
+// A rank reading another corpus (its data fingerprint differs) stops every
+// rank before the first step, naming both.
+TEST(TrainerTest, RanksMustTrainOnTheSameData) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir tmp;
+  std::vector<std::unique_ptr<RegressionUnit>> units;
+  for (int rank = 0; rank < 2; ++rank) {
+    units.push_back(std::make_unique<RegressionUnit>(4));
+    units.back()->rank_ = rank;
+    units.back()->world_ = 2;
+    units.back()->data_ = {rank == 0 ? "f00d" : "beef",
+                           absl::StrCat("--data /corpus", rank)};
+  }
+  const std::vector<std::string> errors =
+      OnTwoRanks([&](int rank, ProcessGroup* group) {
+        return Trainer(Options(tmp.path(), 4), units[rank].get(), group)
+            .Run()
+            .status();
+      });
+  EXPECT_EQ(errors[1],
+            "the training data differs between ranks: rank 1 has --data "
+            "/corpus1, but rank 0 has --data /corpus0; every rank must read "
+            "the same corpus (a path all ranks share, with the same contents)");
+  EXPECT_NE(errors[0].find("rank(s) 1 differ from rank 0's --data /corpus0"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_FALSE(PathExists(tmp.Join("checkpoints")));
 }
 
 // RUN/run.lock deleted under a running trainer: another process could have
