@@ -584,21 +584,11 @@ absl::StatusOr<std::string> CardConfigYaml(Config config,
   return text;
 }
 
-// README.md of an export: a HuggingFace model card (YAML front matter, then
-// Markdown). Every path in it is relative to the run (CardNames).
-absl::StatusOr<std::string> ModelCard(const ExportOptions& options,
-                                      const ExportSummary& summary,
-                                      const LoadedModel& loaded,
-                                      const Casing& casing, const RunInfo& run,
-                                      const nlohmann::json& tokenizer_config) {
-  const XLNetConfig& model = loaded.config;
-  const CardNames names(
-      options.checkpoint,
-      {summary.tokenizer, run.config_path, run.tokenizer_config_path,
-       run.step_source, run.metrics_path, run.best_path,
-       run.eval_results_path});
+// The card's YAML front matter, its title and where the export came from.
+std::string CardHeader(const ExportSummary& summary, const LoadedModel& loaded,
+                       const CardNames& names) {
   const std::string run_name = names.Run();
-  std::string card = absl::StrCat(
+  std::string text = absl::StrCat(
       "---\nlibrary_name: transformers\nlicense: apache-2.0\ntags:\n- xlnet\n"
       "---\n\n# XLNet (",
       summary.architecture, ")\n\nExported by xlnet.cpp `xlnet-export` from `",
@@ -607,118 +597,178 @@ absl::StatusOr<std::string> ModelCard(const ExportOptions& options,
                        : absl::StrCat(" of the run `", run_name, "`"),
       ".\n");
   if (loaded.fine_tuned && summary.architecture != loaded.source_architecture) {
-    absl::StrAppend(&card, "It is the encoder of a fine-tuned ",
+    absl::StrAppend(&text, "It is the encoder of a fine-tuned ",
                     loaded.source_architecture,
                     " without its task head; the scores in this card are "
                     "those of the whole model.\n");
   }
-  absl::StrAppend(
-      &card, "\n## Model\n\n| | |\n| --- | --- |\n", "| architecture | ",
+  return text;
+}
+
+// The card's "Model" section: the architecture, its size and dimensions.
+std::string CardModelSection(const ExportOptions& options,
+                             const ExportSummary& summary,
+                             const XLNetConfig& model) {
+  return absl::StrCat(
+      "\n## Model\n\n| | |\n| --- | --- |\n", "| architecture | ",
       summary.architecture, " |\n", "| parameters | ", summary.parameters, " (",
       EnumName(options.dtype), ") |\n", "| n_layer | ", model.n_layer,
       " |\n| d_model | ", model.d_model, " |\n", "| n_head | ", model.n_head,
       " |\n| d_head | ", model.d_head, " |\n", "| d_inner | ", model.d_inner,
       " |\n| ff_activation | ", model.ff_activation, " |\n| vocab_size | ",
       model.vocab_size, " |\n");
-  absl::StrAppend(
-      &card, "\n## Data\n\n- tokenizer: SentencePiece `spiece.model` (from `",
+}
+
+// The card's "Data" section: the tokenizer, the casing and the sequence
+// length.
+std::string CardDataSection(const ExportSummary& summary,
+                            const LoadedModel& loaded, const Casing& casing,
+                            const RunInfo& run,
+                            const nlohmann::json& tokenizer_config,
+                            const CardNames& names) {
+  std::string text = absl::StrCat(
+      "\n## Data\n\n- tokenizer: SentencePiece `spiece.model` (from `",
       names.Name(summary.tokenizer),
       "`)\n- uncased (do_lower_case): ", casing.uncased ? "true" : "false",
       "\n- keep_accents: ", casing.keep_accents ? "true" : "false", "\n");
   if (run.config_path.empty()) {
     absl::StrAppend(
-        &card, "- casing from ",
+        &text, "- casing from ",
         run.tokenizer_config_path.empty()
             ? std::string("the command line")
             : absl::StrCat("`", names.Name(run.tokenizer_config_path), "`"),
         " (no run config found); ",
         loaded.fine_tuned ? "max_seq_length" : "seq_len", " unknown\n");
   } else if (loaded.fine_tuned) {
-    absl::StrAppend(&card, "- model_max_length (finetune.max_seq_length): ",
+    absl::StrAppend(&text, "- model_max_length (finetune.max_seq_length): ",
                     tokenizer_config["model_max_length"].dump(), "\n");
   } else {
-    absl::StrAppend(&card, "- seq_len: ", run.config.data.seq_len,
+    absl::StrAppend(&text, "- seq_len: ", run.config.data.seq_len,
                     "\n- model_max_length: ",
                     tokenizer_config["model_max_length"].dump(), "\n");
   }
-  if (loaded.fine_tuned) {
-    absl::StrAppend(&card,
-                    "\n## Fine-tuning\n\n- task: ", FineTuningTask(loaded),
-                    " (", loaded.source_architecture, ")\n");
-    if (FineTuningTask(loaded) == "classification") {
-      absl::StrAppend(&card, "- labels (id order): ",
-                      absl::StrJoin(model.id2label, ", "), "\n");
-    }
-    if (!run.config_path.empty()) {
-      const FinetuneConfig& ft = run.config.finetune;
-      absl::StrAppend(&card, "- max_seq_length: ", ft.max_seq_length,
-                      "\n- long_inputs: ", EnumName(ft.long_inputs),
-                      "\n- steps: ", run.config.train.max_steps,
-                      ", batch size ", run.config.train.batch_size, ", lr ",
-                      absl::StrFormat("%g", run.config.train.lr),
-                      "\n- every finetune.* key: the config below\n");
-    }
+  return text;
+}
+
+// The card's "Fine-tuning" section (task, labels, settings); "" for a
+// pretrained model.
+std::string CardFineTuningSection(const LoadedModel& loaded,
+                                  const RunInfo& run) {
+  if (!loaded.fine_tuned) return "";
+  const std::string task = FineTuningTask(loaded);
+  std::string text = absl::StrCat("\n## Fine-tuning\n\n- task: ", task, " (",
+                                  loaded.source_architecture, ")\n");
+  if (task == "classification") {
+    absl::StrAppend(&text, "- labels (id order): ",
+                    absl::StrJoin(loaded.config.id2label, ", "), "\n");
   }
-  absl::StrAppend(&card, "\n## Training\n\n");
+  if (!run.config_path.empty()) {
+    const FinetuneConfig& ft = run.config.finetune;
+    absl::StrAppend(&text, "- max_seq_length: ", ft.max_seq_length,
+                    "\n- long_inputs: ", EnumName(ft.long_inputs),
+                    "\n- steps: ", run.config.train.max_steps, ", batch size ",
+                    run.config.train.batch_size, ", lr ",
+                    absl::StrFormat("%g", run.config.train.lr),
+                    "\n- every finetune.* key: the config below\n");
+  }
+  return text;
+}
+
+// The card's "Training" section: how many steps the model was trained.
+std::string CardTrainingSection(const RunInfo& run, const CardNames& names) {
   if (run.step) {
-    absl::StrAppend(&card, "- steps trained: ", *run.step, " (`",
-                    names.Name(run.step_source), "`)\n");
-  } else {
-    absl::StrAppend(&card, "- steps trained: unknown (no ", kTrainerStateFile,
-                    " or ", kBestStateFile, ")\n");
+    return absl::StrCat("\n## Training\n\n- steps trained: ", *run.step, " (`",
+                        names.Name(run.step_source), "`)\n");
   }
-  absl::StrAppend(&card, "\n## Evaluation\n\n");
+  return absl::StrCat("\n## Training\n\n- steps trained: unknown (no ",
+                      kTrainerStateFile, " or ", kBestStateFile, ")\n");
+}
+
+// The card's "Evaluation" section: the final, last and best scores the run
+// recorded.
+std::string CardEvaluationSection(const RunInfo& run, const CardNames& names) {
+  std::string text = "\n## Evaluation\n\n";
   const bool final_scores =
       run.eval_results_scored_here && run.eval_results.is_object();
   if (final_scores) {
     for (const char* set : {"test", "dev"}) {
       if (run.eval_results.contains(set) && run.eval_results[set].is_object()) {
-        absl::StrAppend(&card, "- ", set, " (`",
+        absl::StrAppend(&text, "- ", set, " (`",
                         names.Name(run.eval_results_path),
                         "`): ", FormatMetrics(run.eval_results[set]), "\n");
       }
     }
   } else if (!run.eval_results_path.empty()) {
-    absl::StrAppend(&card, "- the run's final dev and test scores (`",
+    absl::StrAppend(&text, "- the run's final dev and test scores (`",
                     names.Name(run.eval_results_path), "`) are of its `",
                     kBestDir,
                     "` model (or of the model at the end of training), "
                     "not of this directory\n");
   }
   if (run.last_eval.is_null() && run.best.is_null() && !final_scores) {
-    absl::StrAppend(&card, "No evaluation results in the run.\n");
+    absl::StrAppend(&text, "No evaluation results in the run.\n");
   }
   if (!run.last_eval.is_null()) {
-    absl::StrAppend(&card, "- last evaluation (step ",
+    absl::StrAppend(&text, "- last evaluation (step ",
                     run.last_eval["step"].get<int64_t>(), ", `",
                     names.Name(run.metrics_path),
                     "`): ", FormatMetrics(run.last_eval), "\n");
   }
   if (run.best.is_object()) {
-    absl::StrAppend(&card, "- best checkpoint (`", names.Name(run.best_path),
+    absl::StrAppend(&text, "- best checkpoint (`", names.Name(run.best_path),
                     "`): ", FormatMetrics(run.best), "\n");
   }
-  if (!run.config_path.empty()) {
-    XLNET_ASSIGN_OR_RETURN(const std::string yaml,
-                           CardConfigYaml(run.config, summary.architecture,
-                                          loaded.fine_tuned, run.config_path));
-    absl::StrAppend(
-        &card, "\n## Config\n\nThe run's resolved config (`",
-        names.Name(run.config_path), "`), ",
-        loaded.fine_tuned
-            ? "the keys fine-tuning reads (the other data keys shape "
-              "pretraining batches)"
-            : "the keys pretraining reads",
-        "; paths by their names:\n\n```yaml\n", yaml, "```\n");
-  }
-  absl::StrAppend(
-      &card,
-      "\n## License\n\nApache License 2.0 (`apache-2.0`), the licence of "
-      "xlnet.cpp (its `LICENSE` file; copyright The xlnet.cpp authors), of "
-      "the official XLNet code and of HuggingFace transformers. The weights "
-      "were trained on the run's data; that data's own terms apply as "
-      "well.\n");
-  return card;
+  return text;
+}
+
+// The card's "Config" section: the run's resolved config (CardConfigYaml);
+// "" without a run config.
+absl::StatusOr<std::string> CardConfigSection(const ExportSummary& summary,
+                                              const LoadedModel& loaded,
+                                              const RunInfo& run,
+                                              const CardNames& names) {
+  if (run.config_path.empty()) return std::string();
+  XLNET_ASSIGN_OR_RETURN(const std::string yaml,
+                         CardConfigYaml(run.config, summary.architecture,
+                                        loaded.fine_tuned, run.config_path));
+  return absl::StrCat("\n## Config\n\nThe run's resolved config (`",
+                      names.Name(run.config_path), "`), ",
+                      loaded.fine_tuned
+                          ? "the keys fine-tuning reads (the other data keys "
+                            "shape pretraining batches)"
+                          : "the keys pretraining reads",
+                      "; paths by their names:\n\n```yaml\n", yaml, "```\n");
+}
+
+// The card's "License" section: the licence and whose it is.
+std::string CardLicenseSection() {
+  return "\n## License\n\nApache License 2.0 (`apache-2.0`), the licence of "
+         "xlnet.cpp (its `LICENSE` file; copyright The xlnet.cpp authors), of "
+         "the official XLNet code and of HuggingFace transformers. The "
+         "weights were trained on the run's data; that data's own terms "
+         "apply as well.\n";
+}
+
+// README.md of an export: a HuggingFace model card (YAML front matter, then
+// Markdown). Every path in it is relative to the run (CardNames).
+absl::StatusOr<std::string> ModelCard(const ExportOptions& options,
+                                      const ExportSummary& summary,
+                                      const LoadedModel& loaded,
+                                      const Casing& casing, const RunInfo& run,
+                                      const nlohmann::json& tokenizer_config) {
+  const CardNames names(
+      options.checkpoint,
+      {summary.tokenizer, run.config_path, run.tokenizer_config_path,
+       run.step_source, run.metrics_path, run.best_path,
+       run.eval_results_path});
+  XLNET_ASSIGN_OR_RETURN(const std::string config,
+                         CardConfigSection(summary, loaded, run, names));
+  return absl::StrCat(
+      CardHeader(summary, loaded, names),
+      CardModelSection(options, summary, loaded.config),
+      CardDataSection(summary, loaded, casing, run, tokenizer_config, names),
+      CardFineTuningSection(loaded, run), CardTrainingSection(run, names),
+      CardEvaluationSection(run, names), config, CardLicenseSection());
 }
 
 }  // namespace
