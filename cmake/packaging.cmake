@@ -3,7 +3,11 @@
 #   cmake --install build --prefix P   P/bin/xlnet-*, P/lib/libxlnet_*.a,
 #                                      P/lib/xlnet/libxlnet_spm_bridge.so,
 #                                      P/include/xlnet/<folder>/*.h,
-#                                      P/lib/cmake/xlnet_cpp/
+#                                      P/lib/cmake/xlnet_cpp/,
+#                                      P/share/xlnet/configs/*.yaml,
+#                                      P/share/doc/xlnet-cpp/{copyright,
+#                                      LICENSE} (xlnet-plot:
+#                                      tools/CMakeLists.txt)
 #   find_package(xlnet_cpp REQUIRED)   xlnet::common, xlnet::config,
 #                                      xlnet::model, xlnet::data,
 #                                      xlnet::model_io, xlnet::train,
@@ -17,6 +21,16 @@ foreach(_dir common config model data_pipeline model_io train pretrain
           DESTINATION include/xlnet/${_dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()
+
+# The example configs (configs/README.md), and the licence: Debian's
+# machine-readable copyright file (DEP-5, cmake/copyright) and the full
+# Apache-2.0 text.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/
+        DESTINATION share/xlnet/configs
+        FILES_MATCHING PATTERN "*.yaml")
+install(FILES ${PROJECT_SOURCE_DIR}/cmake/copyright
+              ${PROJECT_SOURCE_DIR}/LICENSE
+        DESTINATION share/doc/xlnet-cpp)
 
 set(_cmake_dir lib/cmake/xlnet_cpp)
 install(EXPORT xlnet_cpp_targets NAMESPACE xlnet::
@@ -47,8 +61,10 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CPACK_PACKAGE_CONTACT}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # Debian 12 package names (scripts/setup.sh): the libraries the tools need
-# at run time, and the -dev packages find_package(xlnet_cpp) needs.
+# at run time, the -dev packages find_package(xlnet_cpp) needs, and python3
+# for xlnet-plot (which draws with python3-matplotlib; --help runs without).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libtorch-dev, libsentencepiece-dev, libicu-dev, libabsl-dev, libyaml-cpp-dev, nlohmann-json3-dev, zlib1g-dev, libzstd-dev")
+    "libtorch-dev, libsentencepiece-dev, libicu-dev, libabsl-dev, libyaml-cpp-dev, nlohmann-json3-dev, zlib1g-dev, libzstd-dev, python3")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS python3-matplotlib)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 include(CPack)

@@ -16,12 +16,14 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "common/version.h"
+#include "config/config.h"
 #include "model/precision.h"
 #include "model_io/checkpoint_manager.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/run_layout.h"
 #include "model_io/save.h"
+#include "yaml-cpp/yaml.h"
 
 namespace xlnet {
 namespace {
@@ -50,15 +52,23 @@ const std::set<std::string>& ExportEntries() {
   return *entries;
 }
 
+// `path` absolute and normal, without a trailing '/'.
+std::filesystem::path NormalPath(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p =
+      std::filesystem::absolute(std::filesystem::path(path), ec)
+          .lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // trailing '/'
+  return p;
+}
+
 // `name` in DIR, else in the run directories above a checkpoint (DIR/..,
 // DIR/../..). Sets `looked` to every place looked at when not found.
 std::optional<std::string> FindUp(const std::string& dir,
                                   const std::string& name,
                                   std::vector<std::string>* looked) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path here = fs::absolute(fs::path(dir), ec).lexically_normal();
-  if (!here.has_filename()) here = here.parent_path();  // trailing '/'
+  fs::path here = NormalPath(dir);
   for (int up = 0; up < 3 && !here.empty(); ++up) {
     const std::string candidate = (here / name).string();
     if (PathExists(candidate)) return candidate;
@@ -199,6 +209,9 @@ struct LoadedModel {
   // The source has a fine-tuning head (even when only the encoder is
   // exported).
   bool fine_tuned = false;
+  // The architecture of the source's weights (its head's, when only the
+  // encoder is exported).
+  std::string source_architecture{};
 };
 
 absl::StatusOr<LoadedModel> LoadAny(const std::string& dir, bool encoder_only) {
@@ -249,6 +262,7 @@ absl::StatusOr<LoadedModel> LoadAny(const std::string& dir, bool encoder_only) {
     out = {bare ? "XLNetModel" : "XLNetLMHeadModel", model->config(),
            HfStateDict(*model), HfStateDict(*model->transformer)};
   }
+  out.source_architecture = out.architecture;
   if (bare || encoder_only) {
     out.architecture = "XLNetModel";
     out.whole = std::move(out.encoder);
@@ -276,6 +290,13 @@ struct RunInfo {
   std::string metrics_path;
   nlohmann::json best;  // best.json, or null
   std::string best_path;
+  // RUN/eval_results.json of a fine-tuning run (its final dev and test
+  // scores, of the model in RUN/best when it kept one), or null.
+  nlohmann::json eval_results;
+  std::string eval_results_path;
+  // Whether those scores are of the exported directory: it is the RUN/best
+  // beside eval_results.json, and the run kept a best model ("best_dir").
+  bool eval_results_scored_here = false;
 };
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
@@ -324,6 +345,17 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
       run.step = run.best["step"].get<int64_t>();
       run.step_source = best_here;
     }
+  }
+  if (auto path = FindUp(dir, kEvalResultsFile, &unused)) {
+    run.eval_results_path = *path;
+    XLNET_ASSIGN_OR_RETURN(run.eval_results, ReadJsonFile(*path));
+    // finetune writes best_dir as RUN/best (RunPath), the directory beside
+    // eval_results.json; the path itself may be relative to another cwd.
+    const std::filesystem::path here = NormalPath(dir);
+    run.eval_results_scored_here =
+        run.eval_results.is_object() && run.eval_results.contains("best_dir") &&
+        here.filename() == kBestDir &&
+        here.parent_path() == std::filesystem::path(*path).parent_path();
   }
   if (auto path = FindUp(dir, kMetricsFile, &unused)) {
     run.metrics_path = *path;
@@ -432,64 +464,311 @@ std::string FormatMetrics(const nlohmann::json& line) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string ModelCard(const ExportOptions& options,
-                      const ExportSummary& summary, const XLNetConfig& model,
-                      const Casing& casing, const RunInfo& run,
-                      const nlohmann::json& tokenizer_config) {
-  std::string card = absl::StrCat(
-      "---\nlibrary_name: transformers\ntags:\n- xlnet\n---\n\n# XLNet (",
+// The last component of `path` ("a/wiki/" -> "wiki").
+std::string BaseName(const std::string& path) {
+  return NormalPath(path).filename().string();
+}
+
+// The names a model card gives the files it cites: paths relative to the
+// run directory around the exported one (the highest of DIR, DIR/..,
+// DIR/../.. that holds a cited file, e.g. "checkpoints/step_40/config.yaml"),
+// a file elsewhere by its basename; never an absolute path, so that a card
+// says nothing of the machine or the user that wrote it.
+class CardNames {
+ public:
+  CardNames(const std::string& dir, const std::vector<std::string>& cited)
+      : dir_(NormalPath(dir)), root_(dir_) {
+    // FindUp looks no higher than DIR/../.., nor does the run directory.
+    for (const std::string& path : cited) {
+      if (path.empty()) continue;
+      const std::filesystem::path p = NormalPath(path);
+      std::filesystem::path up = root_;
+      for (int above = Above(root_);
+           !Within(p, up) && above < 2 && up != up.parent_path(); ++above) {
+        up = up.parent_path();
+      }
+      if (Within(p, up)) root_ = up;
+    }
+  }
+  // `path` relative to the run directory, else its basename.
+  std::string Name(const std::string& path) const {
+    const std::filesystem::path p = NormalPath(path);
+    return Within(p, root_) ? p.lexically_relative(root_).string()
+                            : p.filename().string();
+  }
+  // The exported directory: relative to the run directory ("best",
+  // "checkpoints/step_40"), else its own name.
+  std::string Dir() const {
+    return root_ == dir_ ? dir_.filename().string()
+                         : dir_.lexically_relative(root_).string();
+  }
+  // The run directory's name, "" when no cited file lies above DIR.
+  std::string Run() const {
+    return root_ == dir_ ? std::string() : root_.filename().string();
+  }
+
+ private:
+  // `inner` is `outer` or lies inside it (both normal).
+  static bool Within(const std::filesystem::path& inner,
+                     const std::filesystem::path& outer) {
+    const std::string rel = inner.lexically_relative(outer).string();
+    return !rel.empty() && rel != ".." && !absl::StartsWith(rel, "../");
+  }
+  // How many levels `up` lies above DIR.
+  int Above(const std::filesystem::path& up) const {
+    int n = 0;
+    for (std::filesystem::path p = dir_; p != up && p != p.parent_path();
+         p = p.parent_path()) {
+      ++n;
+    }
+    return n;
+  }
+  std::filesystem::path dir_;
+  std::filesystem::path root_;
+};
+
+// The xlnet-finetune --task that trained a fine-tuned head.
+std::string FineTuningTask(const LoadedModel& model) {
+  if (model.source_architecture == "XLNetForQuestionAnswering") return "squad";
+  if (model.source_architecture == "XLNetForMultipleChoice") {
+    return "multiple_choice";
+  }
+  return model.config.id2label.size() == 1 ? "regression" : "classification";
+}
+
+// The data keys fine-tuning reads, and the train keys it does not
+// (FinetuneConfigScope in finetune/finetune.cc, which model_io cannot
+// include): a fine-tuned model's card leaves the others out, since a
+// fine-tuning run's config.yaml holds them at pretraining defaults it never
+// used (data.seq_len 512, data.bi_data true).
+constexpr const char* kFineTuningDataKeys[] = {"tokenizer", "uncased",
+                                               "keep_accents"};
+constexpr const char* kFineTuningUnreadTrainKeys[] = {
+    "attention", "activation_checkpointing"};
+
+// The run's resolved config as the card shows it: paths as basenames
+// (data.tokenizer, data.sources[].path); model.architectures the exported
+// one (a fine-tuning run's model section is its --init's, an LM); for a
+// fine-tuned model the model, train and finetune sections and data's text
+// rules, for a pretrained one every section but finetune (which pretraining
+// does not read).
+absl::StatusOr<std::string> CardConfigYaml(Config config,
+                                           const std::string& architecture,
+                                           bool fine_tuned,
+                                           const std::string& source) {
+  config.model.architectures = {architecture};
+  if (!config.data.tokenizer.empty()) {
+    config.data.tokenizer = BaseName(config.data.tokenizer);
+  }
+  for (DataSource& s : config.data.sources) s.path = BaseName(s.path);
+  std::string text;
+  XLNET_RETURN_IF_ERROR(CatchExceptions(source, [&]() -> absl::Status {
+    YAML::Node root = YAML::Load(ConfigToYaml(config));
+    if (fine_tuned) {
+      YAML::Node data(YAML::NodeType::Map);
+      for (const char* key : kFineTuningDataKeys) {
+        if (root["data"][key]) data[key] = root["data"][key];
+      }
+      root["data"] = data;
+      for (const char* key : kFineTuningUnreadTrainKeys) {
+        root["train"].remove(key);
+      }
+    } else {
+      root.remove("finetune");
+    }
+    YAML::Emitter out;
+    out << root;
+    text = absl::StrCat(out.c_str(), "\n");
+    return absl::OkStatus();
+  }));
+  return text;
+}
+
+// The card's YAML front matter, its title and where the export came from.
+std::string CardHeader(const ExportSummary& summary, const LoadedModel& loaded,
+                       const CardNames& names) {
+  const std::string run_name = names.Run();
+  std::string text = absl::StrCat(
+      "---\nlibrary_name: transformers\nlicense: apache-2.0\ntags:\n- xlnet\n"
+      "---\n\n# XLNet (",
       summary.architecture, ")\n\nExported by xlnet.cpp `xlnet-export` from `",
-      options.checkpoint, "`.\n\n## Model\n\n| | |\n| --- | --- |\n",
-      "| architecture | ", summary.architecture, " |\n", "| parameters | ",
-      summary.parameters, " (", EnumName(options.dtype), ") |\n",
-      "| n_layer | ", model.n_layer, " |\n| d_model | ", model.d_model, " |\n",
-      "| n_head | ", model.n_head, " |\n| d_head | ", model.d_head, " |\n",
-      "| d_inner | ", model.d_inner, " |\n| ff_activation | ",
-      model.ff_activation, " |\n| vocab_size | ", model.vocab_size, " |\n");
-  absl::StrAppend(
-      &card, "\n## Data\n\n- tokenizer: SentencePiece `spiece.model` (from `",
-      summary.tokenizer,
+      names.Dir(), "`",
+      run_name.empty() ? std::string()
+                       : absl::StrCat(" of the run `", run_name, "`"),
+      ".\n");
+  if (loaded.fine_tuned && summary.architecture != loaded.source_architecture) {
+    absl::StrAppend(&text, "It is the encoder of a fine-tuned ",
+                    loaded.source_architecture,
+                    " without its task head; the scores in this card are "
+                    "those of the whole model.\n");
+  }
+  return text;
+}
+
+// The card's "Model" section: the architecture, its size and dimensions.
+std::string CardModelSection(const ExportOptions& options,
+                             const ExportSummary& summary,
+                             const XLNetConfig& model) {
+  return absl::StrCat(
+      "\n## Model\n\n| | |\n| --- | --- |\n", "| architecture | ",
+      summary.architecture, " |\n", "| parameters | ", summary.parameters, " (",
+      EnumName(options.dtype), ") |\n", "| n_layer | ", model.n_layer,
+      " |\n| d_model | ", model.d_model, " |\n", "| n_head | ", model.n_head,
+      " |\n| d_head | ", model.d_head, " |\n", "| d_inner | ", model.d_inner,
+      " |\n| ff_activation | ", model.ff_activation, " |\n| vocab_size | ",
+      model.vocab_size, " |\n");
+}
+
+// The card's "Data" section: the tokenizer, the casing and the sequence
+// length.
+std::string CardDataSection(const ExportSummary& summary,
+                            const LoadedModel& loaded, const Casing& casing,
+                            const RunInfo& run,
+                            const nlohmann::json& tokenizer_config,
+                            const CardNames& names) {
+  std::string text = absl::StrCat(
+      "\n## Data\n\n- tokenizer: SentencePiece `spiece.model` (from `",
+      names.Name(summary.tokenizer),
       "`)\n- uncased (do_lower_case): ", casing.uncased ? "true" : "false",
       "\n- keep_accents: ", casing.keep_accents ? "true" : "false", "\n");
   if (run.config_path.empty()) {
-    absl::StrAppend(&card, "- casing from ",
-                    run.tokenizer_config_path.empty()
-                        ? std::string("the command line")
-                        : absl::StrCat("`", run.tokenizer_config_path, "`"),
-                    " (no run config found); seq_len unknown\n");
+    absl::StrAppend(
+        &text, "- casing from ",
+        run.tokenizer_config_path.empty()
+            ? std::string("the command line")
+            : absl::StrCat("`", names.Name(run.tokenizer_config_path), "`"),
+        " (no run config found); ",
+        loaded.fine_tuned ? "max_seq_length" : "seq_len", " unknown\n");
+  } else if (loaded.fine_tuned) {
+    absl::StrAppend(&text, "- model_max_length (finetune.max_seq_length): ",
+                    tokenizer_config["model_max_length"].dump(), "\n");
   } else {
-    absl::StrAppend(&card, "- seq_len: ", run.config.data.seq_len,
+    absl::StrAppend(&text, "- seq_len: ", run.config.data.seq_len,
                     "\n- model_max_length: ",
                     tokenizer_config["model_max_length"].dump(), "\n");
   }
-  absl::StrAppend(&card, "\n## Training\n\n");
-  if (run.step) {
-    absl::StrAppend(&card, "- steps trained: ", *run.step, " (`",
-                    run.step_source, "`)\n");
-  } else {
-    absl::StrAppend(&card, "- steps trained: unknown (no ", kTrainerStateFile,
-                    " or ", kBestStateFile, ")\n");
-  }
-  absl::StrAppend(&card, "\n## Evaluation\n\n");
-  if (run.last_eval.is_null() && run.best.is_null()) {
-    absl::StrAppend(&card, "No evaluation results in the run.\n");
-  }
-  if (!run.last_eval.is_null()) {
-    absl::StrAppend(
-        &card, "- last evaluation (step ", run.last_eval["step"].get<int64_t>(),
-        ", `", run.metrics_path, "`): ", FormatMetrics(run.last_eval), "\n");
-  }
-  if (run.best.is_object()) {
-    absl::StrAppend(&card, "- best checkpoint (`", run.best_path,
-                    "`): ", FormatMetrics(run.best), "\n");
+  return text;
+}
+
+// The card's "Fine-tuning" section (task, labels, settings); "" for a
+// pretrained model.
+std::string CardFineTuningSection(const LoadedModel& loaded,
+                                  const RunInfo& run) {
+  if (!loaded.fine_tuned) return "";
+  const std::string task = FineTuningTask(loaded);
+  std::string text = absl::StrCat("\n## Fine-tuning\n\n- task: ", task, " (",
+                                  loaded.source_architecture, ")\n");
+  if (task == "classification") {
+    absl::StrAppend(&text, "- labels (id order): ",
+                    absl::StrJoin(loaded.config.id2label, ", "), "\n");
   }
   if (!run.config_path.empty()) {
-    absl::StrAppend(&card, "\n## Config\n\nThe run's resolved config (`",
-                    run.config_path, "`):\n\n```yaml\n", run.config_text);
-    if (!absl::EndsWith(run.config_text, "\n")) absl::StrAppend(&card, "\n");
-    absl::StrAppend(&card, "```\n");
+    const FinetuneConfig& ft = run.config.finetune;
+    absl::StrAppend(&text, "- max_seq_length: ", ft.max_seq_length,
+                    "\n- long_inputs: ", EnumName(ft.long_inputs),
+                    "\n- steps: ", run.config.train.max_steps, ", batch size ",
+                    run.config.train.batch_size, ", lr ",
+                    absl::StrFormat("%g", run.config.train.lr),
+                    "\n- every finetune.* key: the config below\n");
   }
-  return card;
+  return text;
+}
+
+// The card's "Training" section: how many steps the model was trained.
+std::string CardTrainingSection(const RunInfo& run, const CardNames& names) {
+  if (run.step) {
+    return absl::StrCat("\n## Training\n\n- steps trained: ", *run.step, " (`",
+                        names.Name(run.step_source), "`)\n");
+  }
+  return absl::StrCat("\n## Training\n\n- steps trained: unknown (no ",
+                      kTrainerStateFile, " or ", kBestStateFile, ")\n");
+}
+
+// The card's "Evaluation" section: the final, last and best scores the run
+// recorded.
+std::string CardEvaluationSection(const RunInfo& run, const CardNames& names) {
+  std::string text = "\n## Evaluation\n\n";
+  const bool final_scores =
+      run.eval_results_scored_here && run.eval_results.is_object();
+  if (final_scores) {
+    for (const char* set : {"test", "dev"}) {
+      if (run.eval_results.contains(set) && run.eval_results[set].is_object()) {
+        absl::StrAppend(&text, "- ", set, " (`",
+                        names.Name(run.eval_results_path),
+                        "`): ", FormatMetrics(run.eval_results[set]), "\n");
+      }
+    }
+  } else if (!run.eval_results_path.empty()) {
+    absl::StrAppend(&text, "- the run's final dev and test scores (`",
+                    names.Name(run.eval_results_path), "`) are of its `",
+                    kBestDir,
+                    "` model (or of the model at the end of training), "
+                    "not of this directory\n");
+  }
+  if (run.last_eval.is_null() && run.best.is_null() && !final_scores) {
+    absl::StrAppend(&text, "No evaluation results in the run.\n");
+  }
+  if (!run.last_eval.is_null()) {
+    absl::StrAppend(&text, "- last evaluation (step ",
+                    run.last_eval["step"].get<int64_t>(), ", `",
+                    names.Name(run.metrics_path),
+                    "`): ", FormatMetrics(run.last_eval), "\n");
+  }
+  if (run.best.is_object()) {
+    absl::StrAppend(&text, "- best checkpoint (`", names.Name(run.best_path),
+                    "`): ", FormatMetrics(run.best), "\n");
+  }
+  return text;
+}
+
+// The card's "Config" section: the run's resolved config (CardConfigYaml);
+// "" without a run config.
+absl::StatusOr<std::string> CardConfigSection(const ExportSummary& summary,
+                                              const LoadedModel& loaded,
+                                              const RunInfo& run,
+                                              const CardNames& names) {
+  if (run.config_path.empty()) return std::string();
+  XLNET_ASSIGN_OR_RETURN(const std::string yaml,
+                         CardConfigYaml(run.config, summary.architecture,
+                                        loaded.fine_tuned, run.config_path));
+  return absl::StrCat("\n## Config\n\nThe run's resolved config (`",
+                      names.Name(run.config_path), "`), ",
+                      loaded.fine_tuned
+                          ? "the keys fine-tuning reads (the other data keys "
+                            "shape pretraining batches)"
+                          : "the keys pretraining reads",
+                      "; paths by their names:\n\n```yaml\n", yaml, "```\n");
+}
+
+// The card's "License" section: the licence and whose it is.
+std::string CardLicenseSection() {
+  return "\n## License\n\nApache License 2.0 (`apache-2.0`), the licence of "
+         "xlnet.cpp (its `LICENSE` file; copyright The xlnet.cpp authors), of "
+         "the official XLNet code and of HuggingFace transformers. The "
+         "weights were trained on the run's data; that data's own terms "
+         "apply as well.\n";
+}
+
+// README.md of an export: a HuggingFace model card (YAML front matter, then
+// Markdown). Every path in it is relative to the run (CardNames).
+absl::StatusOr<std::string> ModelCard(const ExportOptions& options,
+                                      const ExportSummary& summary,
+                                      const LoadedModel& loaded,
+                                      const Casing& casing, const RunInfo& run,
+                                      const nlohmann::json& tokenizer_config) {
+  const CardNames names(
+      options.checkpoint,
+      {summary.tokenizer, run.config_path, run.tokenizer_config_path,
+       run.step_source, run.metrics_path, run.best_path,
+       run.eval_results_path});
+  XLNET_ASSIGN_OR_RETURN(const std::string config,
+                         CardConfigSection(summary, loaded, run, names));
+  return absl::StrCat(
+      CardHeader(summary, loaded, names),
+      CardModelSection(options, summary, loaded.config),
+      CardDataSection(summary, loaded, casing, run, tokenizer_config, names),
+      CardFineTuningSection(loaded, run), CardTrainingSection(run, names),
+      CardEvaluationSection(run, names), config, CardLicenseSection());
 }
 
 }  // namespace
@@ -546,8 +825,9 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
                          ModelConfigJsonWith(model.config, model.extra));
   const nlohmann::json tokenizer_config =
       TokenizerConfig(casing, run, model.fine_tuned);
-  const std::string card =
-      ModelCard(options, summary, model.config, casing, run, tokenizer_config);
+  XLNET_ASSIGN_OR_RETURN(
+      const std::string card,
+      ModelCard(options, summary, model, casing, run, tokenizer_config));
   std::error_code ec;
   const std::filesystem::path source =
       std::filesystem::absolute(options.checkpoint, ec).lexically_normal();

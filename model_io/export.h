@@ -27,9 +27,16 @@
 // our exports) gives the casing and model_max_length; without either the
 // caller must say the casing (`uncased`, `keep_accents`) and
 // model_max_length is left out. A casing given beside a file must agree. The
-// model card (README.md) says the architecture, the data settings, the steps
-// trained (trainer_state.json or best.json), the last evaluation in the run's
-// metrics.jsonl (a bounded tail) and best.json, and the resolved config.
+// model card (README.md) says the architecture (of the exported weights), the
+// data settings, for a fine-tuned model its task, labels and fine-tuning
+// settings, the steps trained (trainer_state.json or best.json), the last
+// evaluation in the run's metrics.jsonl (a bounded tail) and best.json, the
+// run's final dev and test scores (RUN/eval_results.json, when the export is
+// the RUN/best they are of), the resolved config (a fine-tuned model's
+// without the data keys of pretraining batches, a pretrained one's without
+// finetune.*) and the licence (Apache-2.0, front matter and a section). It
+// cites files relative to the run directory (or by basename), never by an
+// absolute path.
 //
 // Every tensor is validated by loading it into our model first (shapes,
 // names, config), and spiece.model by `tokenizer_pieces` (special ids, no

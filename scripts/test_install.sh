@@ -3,7 +3,8 @@
 # user would: builds tests/install/ (find_package(xlnet_cpp), a forward of a
 # tiny XLNet) against it and runs it, then runs the installed xlnet-data to
 # train a tokenizer (proves it finds libxlnet_spm_bridge.so in
-# PREFIX/lib/xlnet). Usage: scripts/test_install.sh [BUILD_DIR] (default
+# PREFIX/lib/xlnet), checks the files beside the code (configs, licence,
+# Debian copyright) and runs the installed xlnet-plot. Usage: scripts/test_install.sh [BUILD_DIR] (default
 # build). Needs the libraries and tools built (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +35,21 @@ if ! grep -q "file=$tmp/prefix/bin/../lib/xlnet/libxlnet_spm_bridge.so" \
   exit 1
 fi
 test -s "$tmp/spiece.model"
+# What else the package ships: every example config, the licence and
+# Debian's copyright file (DEP-5, naming Apache-2.0), and xlnet-plot.
+P="$tmp/prefix"
+for f in configs/*.yaml; do
+  test -s "$P/share/xlnet/$f" || { echo "test_install: $P/share/xlnet/$f missing"; exit 1; }
+done
+cmp -s LICENSE "$P/share/doc/xlnet-cpp/LICENSE" ||
+  { echo "test_install: $P/share/doc/xlnet-cpp/LICENSE missing or not LICENSE"; exit 1; }
+copyright="$P/share/doc/xlnet-cpp/copyright"
+grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' "$copyright" &&
+  grep -q '^License: Apache-2.0' "$copyright" ||
+  { echo "test_install: $copyright missing or not DEP-5 naming Apache-2.0"; exit 1; }
+test -x "$P/bin/xlnet-plot" || { echo "test_install: $P/bin/xlnet-plot missing"; exit 1; }
+(cd "$tmp" && "$P/bin/xlnet-plot" --help) >"$tmp/plot.log" 2>&1 ||
+  { cat "$tmp/plot.log"; echo "test_install: the installed xlnet-plot --help failed"; exit 1; }
+grep -q "usage: xlnet-plot" "$tmp/plot.log" ||
+  { cat "$tmp/plot.log"; echo "test_install: xlnet-plot --help printed no usage"; exit 1; }
 echo "test_install: ok ($(( $(date +%s) - start ))s)"

@@ -740,6 +740,145 @@ TEST_F(ExportTest, ModelCardFromTheRun) {
       << "finetune.max_seq_length of a fine-tuned model";
 }
 
+// A card names files only relative to the run ("checkpoints/step_5",
+// "spiece.model"), never by an absolute path, so it says nothing of the
+// machine that wrote it.
+void ExpectPortable(const std::string& card, const std::string& tmp) {
+  EXPECT_FALSE(absl::StrContains(card, tmp)) << card;
+  EXPECT_FALSE(absl::StrContains(card, "`/")) << card;
+  EXPECT_FALSE(absl::StrContains(card, ": /")) << card;
+}
+
+// Every kind of export names its architecture (from the exported weights),
+// carries the licence, and cites paths relative to the run.
+TEST_F(ExportTest, ModelCardNamesTheArchitectureAndNoAbsolutePath) {
+  ASSERT_TRUE(WriteStateJson(step_ + "/trainer_state.json", "trainer_state", 1,
+                             {{"step", 5}})
+                  .ok());
+  HeadLoadOptions head;
+  head.labels = {"x", "y"};
+  auto cls = LoadForSequenceClassification(step_, head);
+  ASSERT_TRUE(cls.ok()) << cls.status();
+  ASSERT_TRUE(SavePretrained(**cls, run_ + "/ft/cls").ok());
+  auto qa = LoadForQuestionAnswering(step_);
+  ASSERT_TRUE(qa.ok()) << qa.status();
+  ASSERT_TRUE(SavePretrained(**qa, run_ + "/ft/qa").ok());
+  auto mc = LoadForMultipleChoice(step_);
+  ASSERT_TRUE(mc.ok()) << mc.status();
+  ASSERT_TRUE(SavePretrained(**mc, run_ + "/ft/mc").ok());
+  struct Case {
+    std::string name, checkpoint;
+    bool encoder_only;
+    std::string architecture, from;
+  };
+  const std::vector<Case> cases = {
+      {"lm", step_, false, "XLNetLMHeadModel",
+       "from `checkpoints/step_5` of the run `run`"},
+      {"enc", step_, true, "XLNetModel", "from `checkpoints/step_5`"},
+      {"cls", run_ + "/ft/cls", false, "XLNetForSequenceClassification",
+       "from `ft/cls` of the run `run`"},
+      {"qa", run_ + "/ft/qa", false, "XLNetForQuestionAnswering",
+       "from `ft/qa`"},
+      {"mc", run_ + "/ft/mc", false, "XLNetForMultipleChoice", "from `ft/mc`"},
+      {"cls_enc", run_ + "/ft/cls", true, "XLNetModel",
+       "encoder of a fine-tuned XLNetForSequenceClassification"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto o = Options(c.name);
+    o.checkpoint = c.checkpoint;
+    o.encoder_only = c.encoder_only;
+    auto summary = ExportModel(o);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(summary->architecture, c.architecture);
+    const std::string card = *ReadFile(o.out + "/README.md");
+    for (const std::string& want :
+         {"# XLNet (" + c.architecture + ")",
+          "| architecture | " + c.architecture + " |", c.from,
+          std::string("\nlicense: apache-2.0\n"), std::string("## License"),
+          std::string("(from `spiece.model`)"),
+          "architectures: [" + c.architecture + "]"}) {
+      EXPECT_TRUE(absl::StrContains(card, want)) << want << "\n" << card;
+    }
+    ExpectPortable(card, tmp_.path());
+    EXPECT_EQ(Json(o.out + "/config.json")["architectures"][0], c.architecture);
+  }
+  // An HF directory (no run around it): the directory by its own name.
+  auto o = Options("again");
+  o.checkpoint = tmp_.Join("lm");
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const std::string card = *ReadFile(o.out + "/README.md");
+  EXPECT_TRUE(absl::StrContains(card, "from `lm`.")) << card;
+  EXPECT_TRUE(absl::StrContains(card, "casing from `tokenizer_config.json`"))
+      << card;
+  ExpectPortable(card, tmp_.path());
+}
+
+// A fine-tuned classifier's card: the fine-tuning settings it was trained
+// with (not the pretraining data keys its config.yaml holds at their
+// defaults), and the run's final dev and test scores when they are of the
+// exported RUN/best.
+TEST_F(ExportTest, FineTunedModelCardShowsItsSettingsAndScores) {
+  const std::string ft = run_ + "/ft";
+  const std::string best = ft + "/" + kBestDir;
+  Config config;  // data.seq_len 512, data.bi_data true: unread defaults
+  config.data.tokenizer = run_ + "/" + kTokenizerFile;
+  config.finetune.max_seq_length = 48;
+  config.train.max_steps = 30;
+  ASSERT_TRUE(MakeDirs(ft).ok());
+  ASSERT_TRUE(WriteConfigYaml(config, ft + "/config.yaml").ok());
+  HeadLoadOptions head;
+  head.labels = {"neg", "pos"};
+  auto cls = LoadForSequenceClassification(step_, head);
+  ASSERT_TRUE(cls.ok()) << cls.status();
+  ASSERT_TRUE(SavePretrained(**cls, best).ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(best + "/" + kTokenizerFile, kTokenizerBytes).ok());
+  ASSERT_TRUE(WriteConfigYaml(config, best + "/config.yaml").ok());
+  ASSERT_TRUE(WriteFileAtomic(best + "/best.json",
+                              "{\"step\": 20, \"metric\": \"accuracy\", "
+                              "\"value\": 0.5}\n")
+                  .ok());
+  ASSERT_TRUE(WriteChecksums(best).ok());
+  // As xlnet-finetune writes it: best_dir as given (here relative).
+  ASSERT_TRUE(WriteFileAtomic(ft + "/eval_results.json",
+                              "{\"dev\": {\"accuracy\": 0.5}, \"test\": "
+                              "{\"accuracy\": 0.4375}, \"best_dir\": "
+                              "\"runs/x/ft/best\"}\n")
+                  .ok());
+  auto o = Options("ft_card");
+  o.checkpoint = best;
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->architecture, "XLNetForSequenceClassification");
+  const std::string card = *ReadFile(o.out + "/README.md");
+  for (const char* want :
+       {"from `best` of the run `ft`", "task: classification",
+        "labels (id order): neg, pos", "max_seq_length: 48",
+        "test (`eval_results.json`): accuracy 0.4375",
+        "dev (`eval_results.json`): accuracy 0.5", "steps trained: 20",
+        "best checkpoint (`best/best.json`)", "(`best/config.yaml`)",
+        "max_seq_length: 48\n", "tokenizer: spiece.model", "max_steps: 30",
+        "architectures: [XLNetForSequenceClassification]"}) {
+    EXPECT_TRUE(absl::StrContains(card, want)) << want << "\n" << card;
+  }
+  for (const char* unwanted :
+       {"bi_data", "seq_len:", "reuse_len", "num_predict", "best_dir",
+        "attention:", "XLNetLMHeadModel"}) {
+    EXPECT_FALSE(absl::StrContains(card, unwanted)) << unwanted << "\n" << card;
+  }
+  ExpectPortable(card, tmp_.path());
+
+  // Another checkpoint of the run: the final scores are not its own.
+  o = Options("ft_step");
+  o.checkpoint = run_ + "/ft/cls";
+  ASSERT_TRUE(SavePretrained(**cls, o.checkpoint).ok());
+  ASSERT_TRUE(ExportModel(o).ok());
+  const std::string other = *ReadFile(o.out + "/README.md");
+  EXPECT_TRUE(absl::StrContains(other, "not of this directory")) << other;
+  EXPECT_FALSE(absl::StrContains(other, "0.4375")) << other;
+}
+
 TEST_F(ExportTest, Tool) {
   // The fixture's spiece.model is not a SentencePiece model: the tool checks
   // it as every tool loads one (a real export runs in tests/tools).
