@@ -2,6 +2,7 @@
 """Loads xlnet-export directories in HuggingFace transformers and checks them.
 
   check_hf_export.py MODEL_DIR... [--text FILE --prepared DIR]
+                     [--slow_text FILE --slow_prepared DIR]
                      [--tsv DEV.tsv --predictions RUN/predictions_dev.tsv
                       [--max_prob_diff X]] [--device cpu|cuda] [--max_length N]
 
@@ -18,11 +19,16 @@ For every MODEL_DIR:
    tokens are ours and which lowercases exactly when tokenizer_config.json's
    do_lower_case says (the ids of a mixed-case text equal spiece.model's ids
    of the text, lowercased for an uncased model).
-3. With --text/--prepared: the ids of FILE's text (no special tokens) from
-   AutoTokenizer and from AutoTokenizer(use_fast=False) equal the ids that `xlnet-data prepare --input FILE` wrote to
+3. With --text/--prepared: the ids of FILE's text (one line, no special
+   tokens) from AutoTokenizer and from AutoTokenizer(use_fast=False) equal
+   the ids that `xlnet-data prepare --input FILE` wrote to
    DIR/shard-00000.bin with the directory's spiece.model (xlnet.cpp's
-   tokenizer with its text rules; the shard's final <eod> aside). FILE
-   holds one line.
+   tokenizer with its text rules; the shard's final <eod> aside).
+   --slow_text/--slow_prepared: the same with use_fast=False alone, for text
+   where the fast tokenizer is known to differ: it makes spiece.model's
+   user-defined pieces (. ( ) " - and others) added tokens, splits the text
+   at them and starts the next word with U+2581, where SentencePiece does
+   not (`a.b`: fast '▁a' '.' '▁b', SentencePiece '▁a' '.' 'b').
 4. With --tsv/--predictions, for each sequence classifier: HF's predictions on
    the TSV's `sentence` column agree with xlnet-finetune's predictions file,
    row by row (at least --min_agreement), and with --max_prob_diff every
@@ -73,12 +79,36 @@ def shard_ids(prepared_dir):
                                  data, 128))
 
 
+def ids_equal(text_file, prepared_dir, tokenizers):
+  """Whether each tokenizer's ids of text_file's line equal the ids that
+  xlnet-data prepare wrote for it to prepared_dir (check 3)."""
+  with open(text_file) as f:
+    text = f.read().rstrip("\n")
+  ours = shard_ids(prepared_dir)
+  if ours and ours[-1] == EOD_ID:
+    ours = ours[:-1]
+  for tok in tokenizers:
+    hf_ids = tok(text, add_special_tokens=False)["input_ids"]
+    print(f"{text_file}: {type(tok).__name__} {len(hf_ids)} ids, "
+          f"xlnet-data prepare {len(ours)} ids: "
+          f"{'equal' if hf_ids == ours else 'DIFFER'}")
+    if hf_ids != ours:
+      print(f"  transformers: {tok.convert_ids_to_tokens(hf_ids)}\n"
+            f"  xlnet.cpp:    {tok.convert_ids_to_tokens(ours)}")
+      return False
+  return True
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
   ap.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR")
   ap.add_argument("--text", help="a one-line text file (check 3)")
   ap.add_argument("--prepared",
                   help="xlnet-data prepare's output for --text (check 3)")
+  ap.add_argument("--slow_text",
+                  help="a one-line text file for use_fast=False (check 3)")
+  ap.add_argument("--slow_prepared",
+                  help="xlnet-data prepare's output for --slow_text")
   ap.add_argument("--tsv")
   ap.add_argument("--predictions")
   ap.add_argument("--device", default="cpu")
@@ -132,25 +162,14 @@ def check(model_dir, args):
                    "mask": "<mask>"}):
     print(f"tokenizer disagrees with spiece.model: expected {want}")
     return 1
-  if args.text:
-    with open(args.text) as f:
-      text = f.read().rstrip("\n")
-    ours = shard_ids(args.prepared)
-    if ours and ours[-1] == EOD_ID:
-      ours = ours[:-1]
-    # Both of transformers' tokenizers: the default (fast, converted by
-    # tokenizers) and the SentencePiece-backed one (use_fast=False).
+  if args.text or args.slow_text:
+    # SentencePiece-backed (transformers 4; 5 has no separate slow one).
     slow = transformers.AutoTokenizer.from_pretrained(model_dir,
                                                       use_fast=False)
-    for hf_tok in (tok, slow):
-      hf_ids = hf_tok(text, add_special_tokens=False)["input_ids"]
-      same = hf_ids == ours
-      print(f"{args.text}: {type(hf_tok).__name__} {len(hf_ids)} ids, "
-            f"xlnet-data prepare {len(ours)} ids: "
-            f"{'equal' if same else 'DIFFER'}")
-      if not same:
-        print(f"  transformers: {hf_tok.convert_ids_to_tokens(hf_ids)}\n"
-              f"  xlnet.cpp:    {hf_tok.convert_ids_to_tokens(ours)}")
+    for text_file, prepared, tokenizers in (
+        (args.text, args.prepared, (tok, slow)),
+        (args.slow_text, args.slow_prepared, (slow,))):
+      if text_file and not ids_equal(text_file, prepared, tokenizers):
         return 1
   if not args.tsv or arch != "XLNetForSequenceClassification":
     return 0

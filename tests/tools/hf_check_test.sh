@@ -12,7 +12,8 @@
 # XLNET_CHECK_PYTHON (the venv of scripts/setup_python.sh):
 # - scripts/check_hf_export.py: each export loads with its AutoModel* class
 #   with no missing, unexpected or mismatched weights, AutoTokenizer (fast
-#   and use_fast=False) gives xlnet-data prepare's ids on a mixed-case text,
+#   and use_fast=False) gives xlnet-data prepare's ids on a mixed-case text
+#   (use_fast=False also on one with quotes, brackets and a hyphen),
 #   and the classifier's HF class probabilities on the genre test split are
 #   those of xlnet-finetune's predictions file within 1e-4 (the file has 6
 #   significant digits; both run fp32 on the CPU);
@@ -87,15 +88,25 @@ finetune multiple_choice multiple_choice \
   --train "$SRC/data/race_sample/train.jsonl" --set train.max_steps=2 \
   --set finetune.max_seq_length=96 --set finetune.max_qa_length=24
 
-# A mixed-case text through xlnet.cpp's tokenizer (its text rules included).
+# Mixed-case texts through xlnet.cpp's tokenizer (its text rules included):
+# one for both of transformers' tokenizers, one with spiece.model's
+# user-defined pieces before letters (quotes, a hyphen, a dot, brackets) for
+# the SentencePiece-backed one alone (the fast one differs there, see
+# scripts/check_hf_export.py).
 echo "Hello World, the QUICK brown Fox met Mr. McDonald in NEW York at 10:30." \
   >"$TMP/text.txt"
-run "$BIN/xlnet-data" prepare --input "$TMP/text.txt" \
-  --tokenizer "$TMP/spiece.model" --out "$TMP/text"
+cat >"$TMP/slow_text.txt" <<'EOF'
+She said "Hi" to the well-known U.S. Senator (Democrat) in ``Paris''.
+EOF
+for name in text slow_text; do
+  run "$BIN/xlnet-data" prepare --input "$TMP/$name.txt" \
+    --tokenizer "$TMP/spiece.model" --out "$TMP/$name"
+done
 
 status=0
 "$PY" "$SRC/scripts/check_hf_export.py" "$TMP"/export/{encoder,lm,classifier,qa,multiple_choice} \
   --text "$TMP/text.txt" --prepared "$TMP/text" \
+  --slow_text "$TMP/slow_text.txt" --slow_prepared "$TMP/slow_text" \
   --tsv "${GENRE}_test.tsv" --predictions "$TMP/classifier/predictions_test.tsv" \
   --max_length 64 --max_prob_diff 1e-4 || status=1
 "$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/pretrain" \
