@@ -1,19 +1,39 @@
 #!/usr/bin/env python3
-"""Loads an xlnet-export directory in HuggingFace transformers and checks it.
+"""Loads xlnet-export directories in HuggingFace transformers and checks them.
 
-  check_hf_export.py MODEL_DIR [--tsv DEV.tsv --predictions RUN/predictions_dev.tsv]
-                     [--device cpu|cuda] [--max_length N]
+  check_hf_export.py MODEL_DIR... [--text FILE --prepared DIR]
+                     [--slow_text FILE --slow_prepared DIR]
+                     [--tsv DEV.tsv --predictions RUN/predictions_dev.tsv
+                      [--max_prob_diff X]] [--device cpu|cuda] [--max_length N]
 
-1. The class named in config.json's "architectures" loads the directory with
-   from_pretrained: no missing, unexpected or mismatched weights.
+For every MODEL_DIR:
+1. The AutoModel* class for config.json's "architectures" (AutoModel for
+   XLNetModel, AutoModelForCausalLM for XLNetLMHeadModel,
+   AutoModelForSequenceClassification, AutoModelForMultipleChoice; for
+   XLNetForQuestionAnswering the class itself, as transformers'
+   AutoModelForQuestionAnswering maps XLNet to XLNetForQuestionAnsweringSimple,
+   a different head) loads the directory with from_pretrained: that class, no
+   missing, unexpected or mismatched weights.
 2. The tokenizer loads with AutoTokenizer (tokenizer_config.json,
    special_tokens_map.json, spiece.model): an XLNet tokenizer whose special
    tokens are ours and which lowercases exactly when tokenizer_config.json's
    do_lower_case says (the ids of a mixed-case text equal spiece.model's ids
    of the text, lowercased for an uncased model).
-3. With --tsv/--predictions (a sequence classifier): HF's predictions on the
-   TSV's `sentence` column agree with xlnet-finetune's predictions file, row
-   by row (at least --min_agreement). The inputs are the directory's
+3. With --text/--prepared: the ids of FILE's text (one line, no special
+   tokens) from AutoTokenizer and from AutoTokenizer(use_fast=False) equal
+   the ids that `xlnet-data prepare --input FILE` wrote to
+   DIR/shard-00000.bin with the directory's spiece.model (xlnet.cpp's
+   tokenizer with its text rules; the shard's final <eod> aside).
+   --slow_text/--slow_prepared: the same with use_fast=False alone, for text
+   where the fast tokenizer is known to differ: it makes spiece.model's
+   user-defined pieces (. ( ) " - and others) added tokens, splits the text
+   at them and starts the next word with U+2581, where SentencePiece does
+   not (`a.b`: fast '▁a' '.' '▁b', SentencePiece '▁a' '.' 'b').
+4. With --tsv/--predictions, for each sequence classifier: HF's predictions on
+   the TSV's `sentence` column agree with xlnet-finetune's predictions file,
+   row by row (at least --min_agreement), and with --max_prob_diff every
+   class probability is within that of the file's prob_<label> columns
+   (printed to 6 significant digits). The inputs are the directory's
    spiece.model ids of the raw text, assembled as xlnet-finetune does
    (A <sep> <cls>, left-padded); xlnet-finetune also applies XLNet's text
    rules first (whitespace, quotes), which rarely changes the ids. The
@@ -25,6 +45,7 @@ import argparse
 import csv
 import json
 import os
+import struct
 import sys
 
 import sentencepiece
@@ -32,40 +53,101 @@ import torch
 import transformers
 
 # XLNet's special ids (spiece.model as xlnet-data writes it, and official).
-SEP_ID, CLS_ID, PAD_ID = 4, 3, 5
+SEP_ID, CLS_ID, PAD_ID, EOD_ID = 4, 3, 5, 7
+
+# config.json's architecture -> the transformers Auto class that loads it.
+AUTO_CLASS = {
+    "XLNetModel": "AutoModel",
+    "XLNetLMHeadModel": "AutoModelForCausalLM",
+    "XLNetForSequenceClassification": "AutoModelForSequenceClassification",
+    "XLNetForMultipleChoice": "AutoModelForMultipleChoice",
+    "XLNetForQuestionAnswering": "XLNetForQuestionAnswering",
+}
+
+
+def shard_ids(prepared_dir):
+  """The token ids of DIR/shard-00000.bin (shard format version 2:
+  data_pipeline/shard_format.cc; version at byte 8, num_tokens at 16,
+  bytes per id at 80, the ids from byte 128)."""
+  with open(os.path.join(prepared_dir, "shard-00000.bin"), "rb") as f:
+    data = f.read()
+  if data[:8] != b"XLNSHARD" or struct.unpack_from("<I", data, 8)[0] != 2:
+    raise ValueError(f"{prepared_dir}/shard-00000.bin: not a version-2 shard")
+  n = struct.unpack_from("<Q", data, 16)[0]
+  width = struct.unpack_from("<I", data, 80)[0]
+  return list(struct.unpack_from(f"<{n}{'H' if width == 2 else 'i'}",
+                                 data, 128))
+
+
+def ids_equal(text_file, prepared_dir, tokenizers):
+  """Whether each tokenizer's ids of text_file's line equal the ids that
+  xlnet-data prepare wrote for it to prepared_dir (check 3)."""
+  with open(text_file) as f:
+    text = f.read().rstrip("\n")
+  ours = shard_ids(prepared_dir)
+  if ours and ours[-1] == EOD_ID:
+    ours = ours[:-1]
+  for tok in tokenizers:
+    hf_ids = tok(text, add_special_tokens=False)["input_ids"]
+    print(f"{text_file}: {type(tok).__name__} {len(hf_ids)} ids, "
+          f"xlnet-data prepare {len(ours)} ids: "
+          f"{'equal' if hf_ids == ours else 'DIFFER'}")
+    if hf_ids != ours:
+      print(f"  transformers: {tok.convert_ids_to_tokens(hf_ids)}\n"
+            f"  xlnet.cpp:    {tok.convert_ids_to_tokens(ours)}")
+      return False
+  return True
 
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-  ap.add_argument("model_dir")
+  ap.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR")
+  ap.add_argument("--text", help="a one-line text file (check 3)")
+  ap.add_argument("--prepared",
+                  help="xlnet-data prepare's output for --text (check 3)")
+  ap.add_argument("--slow_text",
+                  help="a one-line text file for use_fast=False (check 3)")
+  ap.add_argument("--slow_prepared",
+                  help="xlnet-data prepare's output for --slow_text")
   ap.add_argument("--tsv")
   ap.add_argument("--predictions")
   ap.add_argument("--device", default="cpu")
   ap.add_argument("--max_length", type=int, default=128,
                   help="the run's finetune.max_seq_length")
   ap.add_argument("--min_agreement", type=float, default=0.99)
+  ap.add_argument("--max_prob_diff", type=float,
+                  help="largest allowed |HF - xlnet-finetune| probability")
   args = ap.parse_args()
+  failed = [d for d in args.model_dirs if check(d, args) != 0]
+  if failed:
+    print(f"FAILED: {failed}")
+  return 1 if failed else 0
 
-  with open(os.path.join(args.model_dir, "config.json")) as f:
+
+def check(model_dir, args):
+  with open(os.path.join(model_dir, "config.json")) as f:
     config = json.load(f)
   arch = config["architectures"][0]
-  model, info = getattr(transformers, arch).from_pretrained(
-      args.model_dir, output_loading_info=True)
+  if arch not in AUTO_CLASS:
+    print(f"{model_dir}/config.json: unknown architecture {arch}")
+    return 1
+  model, info = getattr(transformers, AUTO_CLASS[arch]).from_pretrained(
+      model_dir, output_loading_info=True)
   problems = {k: v for k, v in info.items() if v}
-  print(f"{args.model_dir}: {arch}, "
+  print(f"{model_dir}: {AUTO_CLASS[arch]} -> {type(model).__name__}, "
         f"{sum(p.numel() for p in model.parameters()):,} parameters, "
         f"transformers {transformers.__version__}, loading info "
         f"{problems or 'clean'}")
-  if problems:
+  if problems or type(model).__name__ != arch:
     return 1
 
   sp = sentencepiece.SentencePieceProcessor(
-      model_file=os.path.join(args.model_dir, "spiece.model"))
+      model_file=os.path.join(model_dir, "spiece.model"))
   # The directory's tokenizer as a user loads it (spiece.model converted by
   # transformers; in transformers 5 XLNetTokenizer(vocab_file=...) ignores
   # the file and must not be used).
-  tok = transformers.AutoTokenizer.from_pretrained(args.model_dir)
-  with open(os.path.join(args.model_dir, "tokenizer_config.json")) as f:
+  tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+  with open(os.path.join(model_dir, "tokenizer_config.json")) as f:
     tok_config = json.load(f)
   uncased = tok_config["do_lower_case"]
   sample = "Hello World"
@@ -80,13 +162,23 @@ def main():
                    "mask": "<mask>"}):
     print(f"tokenizer disagrees with spiece.model: expected {want}")
     return 1
-  if not args.tsv:
+  if args.text or args.slow_text:
+    # SentencePiece-backed (transformers 4; 5 has no separate slow one).
+    slow = transformers.AutoTokenizer.from_pretrained(model_dir,
+                                                      use_fast=False)
+    for text_file, prepared, tokenizers in (
+        (args.text, args.prepared, (tok, slow)),
+        (args.slow_text, args.slow_prepared, (slow,))):
+      if text_file and not ids_equal(text_file, prepared, tokenizers):
+        return 1
+  if not args.tsv or arch != "XLNetForSequenceClassification":
     return 0
   with open(args.tsv, newline="") as f:
     rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
   with open(args.predictions, newline="") as f:
-    ours = [r["prediction"] for r in
-            csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    our_rows = list(csv.DictReader(f, delimiter="\t",
+                                   quoting=csv.QUOTE_NONE))
+  ours = [r["prediction"] for r in our_rows]
   if len(ours) != len(rows):
     print(f"{args.predictions}: {len(ours)} rows, {args.tsv}: {len(rows)}")
     return 1
@@ -112,19 +204,20 @@ def main():
     return {"input_ids": ids, "token_type_ids": seg, "attention_mask": mask}
 
   def predict(make_batch):
-    out = []
+    out, probs = [], []
     with torch.no_grad():
       for i in range(0, len(rows), 64):
         batch = make_batch([r["sentence"] for r in rows[i:i + 64]])
         batch = {k: v.to(args.device) for k, v in batch.items()}
-        logits = model(**batch).logits
+        logits = model(**batch).logits.float()
         out += [id2label[j] for j in logits.argmax(-1).tolist()]
-    return out
+        probs += logits.softmax(-1).tolist()
+    return out, probs
 
-  via_tokenizer = predict(lambda texts: tok(
+  via_tokenizer, _ = predict(lambda texts: tok(
       texts, padding=True, truncation=True, max_length=max_len,
       return_tensors="pt"))
-  hf = predict(assembled)
+  hf, hf_probs = predict(assembled)
   print("HF tokenizer's own batches agree with xlnet.cpp on "
         f"{sum(a == b for a, b in zip(via_tokenizer, ours)) / len(rows):.4f}")
   agree = sum(a == b for a, b in zip(hf, ours)) / len(rows)
@@ -133,7 +226,18 @@ def main():
   acc_ours = sum(a == g for a, g in zip(ours, gold)) / len(rows)
   print(f"{args.tsv}: {len(rows)} rows, HF and xlnet.cpp predictions agree on "
         f"{agree:.4f}; accuracy HF {acc_hf:.4f}, xlnet.cpp {acc_ours:.4f}")
-  return 0 if agree >= args.min_agreement else 1
+  if agree < args.min_agreement:
+    return 1
+  if args.max_prob_diff is not None:
+    labels = [id2label[j] for j in range(len(id2label))]
+    diff = max(abs(p[j] - float(r[f"prob_{label}"]))
+               for p, r in zip(hf_probs, our_rows)
+               for j, label in enumerate(labels))
+    print(f"largest |HF - xlnet.cpp| class probability {diff:.2e} "
+          f"(allowed {args.max_prob_diff:.0e})")
+    if diff > args.max_prob_diff:
+      return 1
+  return 0
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ PACKAGES=(
   libgloo-dev                # headers for c10d's Gloo backend (CPU data parallel)
   libopenblas0-openmp        # fast BLAS for LibTorch (5-11x the reference BLAS)
   python3-matplotlib         # xlnet-plot (tools/xlnet_plot.py): loss curves to PNG
-  python3-torch              # torchrun (PyTorch 1.13) for the launch tests (tests/train/launch_e2e_test.cc)
+  python3-torch              # torchrun (PyTorch 1.13) for the launch tests (tests/train/launch_e2e_test.cc); the torch of scripts/setup_python.sh's venv
+  python3-venv               # scripts/setup_python.sh: the venv of the transformers/TensorBoard checks
   python3-protobuf           # tests/train/read_tfevents.py: the independent reader of TensorBoard event files
 )
 

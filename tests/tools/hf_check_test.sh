@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# CTest xlnet_hf_check_test: the exports and event files of the tools, read
+# by the real transformers and TensorBoard.
+#
+#   hf_check_test.sh BUILD_DIR SOURCE_DIR
+#
+# A tiny model is pretrained for 10 steps on data/sample/ (TensorBoard on,
+# two evaluations) and fine-tuned for a few steps as a classifier (genre
+# sample, predictions on its test split), for SQuAD (the v2 fixture) and for
+# multiple choice (data/race_sample); xlnet-export writes the encoder
+# (--encoder_only), the LM and the three heads. Then, with the Python of
+# XLNET_CHECK_PYTHON (the venv of scripts/setup_python.sh):
+# - scripts/check_hf_export.py: each export loads with its AutoModel* class
+#   with no missing, unexpected or mismatched weights, AutoTokenizer (fast
+#   and use_fast=False) gives xlnet-data prepare's ids on a mixed-case text
+#   (use_fast=False also on one with quotes, brackets and a hyphen),
+#   and the classifier's HF class probabilities on the genre test split are
+#   those of xlnet-finetune's predictions file within 1e-4 (the file has 6
+#   significant digits; both run fp32 on the CPU);
+# - scripts/check_tensorboard.py: TensorBoard's EventAccumulator lists the
+#   scalars of the pretraining and classification runs' RUN/tb
+#   (train/loss, train/learning_rate, eval/loss) with metrics.jsonl's values.
+# Without the packages it exits 77 (CTest: skipped) naming what to install;
+# with CI set that is a failure (exit 1) instead.
+set -euo pipefail
+BUILD_DIR=$1
+SRC=$2
+BIN="$BUILD_DIR/bin"
+PY=${XLNET_CHECK_PYTHON:-$BUILD_DIR/pyenv/bin/python}
+
+if ! probe=$("$PY" -c 'import torch, transformers, sentencepiece, tensorboard' 2>&1); then
+  echo "xlnet_hf_check_test: $PY cannot import torch, transformers," \
+    "sentencepiece and tensorboard: ${probe##*$'\n'}" >&2
+  echo "  install them with scripts/setup_python.sh (a venv at" \
+    "$BUILD_DIR/pyenv with the versions of scripts/requirements-check.txt" \
+    "and Debian's python3-torch), or point XLNET_CHECK_PYTHON at a Python" \
+    "that has them" >&2
+  if [[ -n "${CI:-}" ]]; then
+    echo "xlnet_hf_check_test: FAILED: CI is set, so missing packages are" \
+      "an error, not a skip" >&2
+    exit 1
+  fi
+  echo "xlnet_hf_check_test: SKIPPED" >&2
+  exit 77
+fi
+
+TMP=$(mktemp -d /tmp/xlnet_hf_check_XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+run() {
+  local log="$TMP/log"
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "xlnet_hf_check_test: failed: $*" >&2
+    exit 1
+  fi
+}
+
+CORPUS="$SRC/data/sample/brown_sample.txt"
+run "$BIN/xlnet-data" tokenizer --input "$CORPUS" --vocab_size 1000 \
+  --out "$TMP/spiece.model"
+run "$BIN/xlnet-data" prepare --input "$CORPUS" --tokenizer "$TMP/spiece.model" \
+  --out "$TMP/data"
+run "$BIN/xlnet-pretrain" --config "$SRC/configs/tiny.yaml" --data "$TMP/data" \
+  --out "$TMP/pretrain" --set train.max_steps=10 --set train.log_steps=2 \
+  --set train.eval_steps=5 --set train.eval_batches=2 --set train.threads=1 \
+  --set train.tensorboard=true
+CKPT="$TMP/pretrain/checkpoints/step_10"
+run "$BIN/xlnet-export" --checkpoint "$CKPT" --out "$TMP/export/lm"
+run "$BIN/xlnet-export" --checkpoint "$CKPT" --encoder_only \
+  --out "$TMP/export/encoder"
+
+finetune() {
+  local task=$1 out=$2
+  shift 2
+  run "$BIN/xlnet-finetune" --config "$SRC/configs/tiny-finetune.yaml" \
+    --init "$CKPT" --task "$task" --out "$TMP/$out" --set train.threads=1 \
+    --set train.warmup_steps=0 --set train.tensorboard=true "$@"
+  run "$BIN/xlnet-export" --checkpoint "$(ls -d "$TMP/$out"/checkpoints/step_*)" \
+    --out "$TMP/export/$out"
+}
+GENRE="$SRC/data/sample/genre"
+finetune classification classifier --train "${GENRE}_train.tsv" \
+  --test "${GENRE}_test.tsv" --set train.max_steps=4
+finetune squad qa --train "$SRC/tests/fixtures/finetune/squad_v2_small.json" \
+  --set train.max_steps=2 --set finetune.doc_stride=24 \
+  --set finetune.max_query_length=16
+finetune multiple_choice multiple_choice \
+  --train "$SRC/data/race_sample/train.jsonl" --set train.max_steps=2 \
+  --set finetune.max_seq_length=96 --set finetune.max_qa_length=24
+
+# Mixed-case texts through xlnet.cpp's tokenizer (its text rules included):
+# one for both of transformers' tokenizers, one with spiece.model's
+# user-defined pieces before letters (quotes, a hyphen, a dot, brackets) for
+# the SentencePiece-backed one alone (the fast one differs there, see
+# scripts/check_hf_export.py).
+echo "Hello World, the QUICK brown Fox met Mr. McDonald in NEW York at 10:30." \
+  >"$TMP/text.txt"
+cat >"$TMP/slow_text.txt" <<'EOF'
+She said "Hi" to the well-known U.S. Senator (Democrat) in ``Paris''.
+EOF
+for name in text slow_text; do
+  run "$BIN/xlnet-data" prepare --input "$TMP/$name.txt" \
+    --tokenizer "$TMP/spiece.model" --out "$TMP/$name"
+done
+
+status=0
+"$PY" "$SRC/scripts/check_hf_export.py" "$TMP"/export/{encoder,lm,classifier,qa,multiple_choice} \
+  --text "$TMP/text.txt" --prepared "$TMP/text" \
+  --slow_text "$TMP/slow_text.txt" --slow_prepared "$TMP/slow_text" \
+  --tsv "${GENRE}_test.tsv" --predictions "$TMP/classifier/predictions_test.tsv" \
+  --max_length 64 --max_prob_diff 1e-4 || status=1
+"$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/pretrain" \
+  --require train/loss,train/learning_rate,eval/loss || status=1
+"$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/classifier" || status=1
+exit $status
