@@ -407,24 +407,28 @@ struct YamlSectionReader {
 // ---------------------------------------------------------------------------
 // YAML writing.
 
+// The shortest text that reads back as the same double, with a ".0" on a
+// whole number so that it reads back as a float.
+std::string DoubleText(double v) {
+  std::string text;
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::ostringstream s;
+    s.precision(precision);
+    s << v;
+    text = s.str();
+    if (std::stod(text) == v) break;
+  }
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
 struct YamlWriter {
   YAML::Emitter& out;
   void operator()(const char* key, const int64_t& v) {
     out << YAML::Key << key << YAML::Value << v;
   }
   void operator()(const char* key, const double& v) {
-    // The shortest text that reads back as the same double.
-    std::string text;
-    for (int precision = 6; precision <= 17; ++precision) {
-      std::ostringstream s;
-      s.precision(precision);
-      s << v;
-      text = s.str();
-      if (std::stod(text) == v) break;
-    }
-    // Keep a float a float when read back.
-    if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-    out << YAML::Key << key << YAML::Value << text;
+    out << YAML::Key << key << YAML::Value << DoubleText(v);
   }
   void operator()(const char* key, const bool& v) {
     out << YAML::Key << key << YAML::Value << (v ? "true" : "false");
@@ -468,6 +472,54 @@ struct YamlWriter {
       out << YAML::EndMap;
     }
     out << YAML::EndSeq;
+  }
+};
+
+// Each field's value as one line of text, as YamlWriter writes it (strings
+// quoted, lists in flow syntax), under "section.key".
+struct ValueTextWriter {
+  std::string section;
+  std::vector<std::pair<std::string, std::string>>* out;
+
+  void Add(const char* key, std::string text) {
+    out->emplace_back(absl::StrCat(section, ".", key), std::move(text));
+  }
+  static std::string Quoted(const std::string& s) {
+    return absl::StrCat("\"", s, "\"");
+  }
+  void operator()(const char* key, const int64_t& v) {
+    Add(key, absl::StrCat(v));
+  }
+  void operator()(const char* key, const double& v) { Add(key, DoubleText(v)); }
+  void operator()(const char* key, const bool& v) {
+    Add(key, v ? "true" : "false");
+  }
+  void operator()(const char* key, const std::string& v) {
+    Add(key, Quoted(v));
+  }
+  template <typename E, typename = std::enable_if_t<kIsEnumSetting<E>>>
+  void operator()(const char* key, const E& v) {
+    Add(key, EnumName(v));
+  }
+  void operator()(const char* key, const std::optional<int64_t>& v) {
+    Add(key, v ? absl::StrCat(*v) : "null");
+  }
+  void operator()(const char* key, const std::optional<double>& v) {
+    Add(key, v ? DoubleText(*v) : "null");
+  }
+  void operator()(const char* key, const std::vector<std::string>& v) {
+    std::vector<std::string> items;
+    for (const std::string& s : v) items.push_back(Quoted(s));
+    Add(key, absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
+  }
+  void operator()(const char* key, const std::vector<DataSource>& v) {
+    std::vector<std::string> items;
+    for (const DataSource& s : v) {
+      items.push_back(absl::StrCat("{path: ", Quoted(s.path),
+                                   ", weight: ", DoubleText(s.weight),
+                                   ", name: ", Quoted(s.name), "}"));
+    }
+    Add(key, absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
   }
 };
 
@@ -715,6 +767,16 @@ std::string ConfigToYaml(const Config& config) {
   });
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> ConfigValueTexts(
+    const Config& config) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  ForEachSection(config, [&](const char* name, auto visit) {
+    ValueTextWriter writer{name, &texts};
+    visit(writer);
+  });
+  return texts;
 }
 
 std::string ConfigFileText(const Config& config) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -355,6 +356,13 @@ absl::StatusOr<Config> LoadConfigFor(
 
 // The fully resolved config as YAML (every key, defaults included).
 std::string ConfigToYaml(const Config& config);
+
+// Every key of the YAML sections as "section.key" with its value as one
+// line of text (as config.yaml writes it: strings quoted, lists in YAML flow
+// syntax), in config.yaml's order. Two configs have equal texts for a key
+// exactly when its values are equal; messages show them.
+std::vector<std::pair<std::string, std::string>> ConfigValueTexts(
+    const Config& config);
 
 // What a run writes as config.yaml: a first comment line naming the build,
 // "# written by xlnet.cpp 0.1.0 (commit d3ac391)" (common/version.h; YAML

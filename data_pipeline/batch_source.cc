@@ -63,9 +63,10 @@ SamplerState BatchSource::State() const {
   return SamplerState{prefetcher_->next_step(), fingerprint_};
 }
 
-absl::Status BatchSource::Restore(const SamplerState& state) {
+absl::Status BatchSource::Restore(const SamplerState& state,
+                                  bool allow_other_setup) {
   TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
-  if (state.fingerprint != fingerprint_) {
+  if (state.fingerprint != fingerprint_ && !allow_other_setup) {
     return absl::FailedPreconditionError(absl::StrCat(
         "sampler state was saved with different ", what_, " (fingerprint ",
         state.fingerprint, ", these batches ", fingerprint_, ")"));

@@ -97,7 +97,11 @@ class BatchSource {
   SamplerState State() const;
   // Continues from `state` (what was built ahead is dropped); refuses a
   // state saved with other data or settings.
-  absl::Status Restore(const SamplerState& state);
+  // With `allow_other_setup` (--allow_changed_settings), a state saved with
+  // another fingerprint is taken for its step alone: the batches go on from
+  // that step as this setup makes them.
+  absl::Status Restore(const SamplerState& state,
+                       bool allow_other_setup = false);
 
   // The batch of `step` for the given global rows (any rows; used by
   // Next, tests and tools). Thread-safe.

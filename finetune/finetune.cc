@@ -269,6 +269,7 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
     trainer_options.config_yaml = RunConfigYaml(config, *setup);
     trainer_options.run_dir = out_dir;
     trainer_options.resume = options.resume;
+    trainer_options.allow_changed_settings = options.allow_changed_settings;
     trainer_options.check_run_lock = [&run_dir]() {
       return run_dir->CheckLock();
     };

@@ -42,6 +42,10 @@ struct FinetuneOptions {
   // first. Without it (and without resume) such an out_dir is an error; an
   // out_dir holding a pretraining run is refused either way.
   bool overwrite = false;
+  // With resume: settings that break the run's exactness (the model, the
+  // inputs, the seed) may differ from the checkpoint's (a warning instead
+  // of an error; TrainerOptions::allow_changed_settings).
+  bool allow_changed_settings = false;
   // spiece.model; empty: data.tokenizer, else the one in init_dir.
   std::string tokenizer;
   // Classification: comma-separated class names in id order (default: the

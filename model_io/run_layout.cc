@@ -54,8 +54,8 @@ std::string RunPath(absl::string_view run_dir, absl::string_view name) {
 
 const std::vector<std::string>& RunEntries() {
   static const auto* entries = new std::vector<std::string>{
-      kRunConfigFile, kMetricsFile,     kCheckpointsDir,
-      kBestDir,       kEvalResultsFile, kTensorBoardDir};
+      kRunConfigFile, kConfigChangesFile, kMetricsFile,   kCheckpointsDir,
+      kBestDir,       kEvalResultsFile,   kTensorBoardDir};
   return *entries;
 }
 

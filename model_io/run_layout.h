@@ -4,8 +4,10 @@
 // run directory checks) spell a name only through these constants, so the
 // on-disk contract is written down once.
 //
-//   RUN/config.yaml        the resolved config (also in every checkpoint
-//                          and in RUN/best/)
+//   RUN/config.yaml        the resolved config of the steps since the last
+//                          resume (every checkpoint and RUN/best/ hold
+//                          their own)
+//   RUN/config_changes.jsonl  the settings changed at each resume
 //   RUN/metrics.jsonl      one JSON object per logged step or evaluation
 //   RUN/checkpoints/       step_N/ model directories (CheckpointManager),
 //                          each with trainer_state.json
@@ -28,11 +30,19 @@
 
 namespace xlnet {
 
-// The resolved config as YAML. Written by Trainer::Prepare (RUN/), into
-// every checkpoint and into RUN/best/; read by export (the tokenizer's
+// The resolved config as YAML. Written by Trainer::Prepare (RUN/: the
+// settings of the steps since the last resume, train/resume_settings.h),
+// into every checkpoint and into RUN/best/ (what that model was trained
+// with); read by export (the tokenizer's
 // casing, the model card) and by fine-tuning from a model directory that
 // has one (the text rules the model was pretrained with).
 inline constexpr char kRunConfigFile[] = "config.yaml";
+
+// A JSON object per setting changed at a resume: {"step", "key", "old",
+// "new", "kind", "resumed_from", "forced"} (train/resume_settings.h).
+// Written by the trainer on rank 0 before the first step (the records from
+// the resumed step on are replaced); read by people and scripts.
+inline constexpr char kConfigChangesFile[] = "config_changes.jsonl";
 
 // A JSON object per line: training steps and evaluations ("eval_*" keys).
 // Appended by Trainer::Log on rank 0; read (ReadMetricsLines) by the

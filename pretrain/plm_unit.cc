@@ -145,6 +145,7 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
 
   std::unique_ptr<PlmUnit> unit(new PlmUnit(config, device, dtype));
   unit->accum_ = train.grad_accum_steps;
+  unit->allow_changed_settings_ = options.allow_changed_settings;
   unit->mems_.resize(unit->accum_);
   data::SamplerOptions sampler_options;
   sampler_options.data = config.data;
@@ -375,9 +376,18 @@ absl::Status PlmUnit::LoadUnitState(const std::string& dir, int rank) {
   XLNET_ASSIGN_OR_RETURN(torch::Tensor text, file.Load("sampler_state"));
   XLNET_ASSIGN_OR_RETURN(data::SamplerState state,
                          data::SamplerState::FromString(TensorString(text)));
-  XLNET_RETURN_IF_ERROR(Annotate(train_->Restore(state), path));
+  const bool same_setup = state.fingerprint == train_->State().fingerprint;
+  XLNET_RETURN_IF_ERROR(
+      Annotate(train_->Restore(state, allow_changed_settings_), path));
   micro_ = 0;
   for (auto& m : mems_) m.clear();
+  if (!same_setup) {
+    XLOG(WARNING) << dir
+                  << ": the batches were made with other data settings, seed "
+                     "or batch size; the data goes on from step "
+                  << state.step << " as this run makes it, memory empty";
+    return absl::OkStatus();
+  }
   XLNET_ASSIGN_OR_RETURN(torch::Tensor rows, file.Load("rows"));
   XLNET_ASSIGN_OR_RETURN(torch::Tensor accum, file.Load("grad_accum_steps"));
   const bool same_layout =

@@ -34,6 +34,11 @@ struct PlmUnitOptions {
   std::string init_dir;
   int rank = 0;
   int world_size = 1;
+  // Resuming may continue the data from a checkpoint whose batches were
+  // made with other data settings, seed or batch size (the data goes on at
+  // the checkpoint's step, the memory starts empty); without it that is an
+  // error (--allow_changed_settings).
+  bool allow_changed_settings = false;
 };
 
 // train.batch_size must split over `world_size` ranks and the accumulation
@@ -88,6 +93,8 @@ class PlmUnit : public TrainUnit {
   std::unique_ptr<data::BatchSource> eval_;
   int64_t accum_ = 1;
   int64_t micro_ = 0;
+  // PlmUnitOptions::allow_changed_settings.
+  bool allow_changed_settings_ = false;
   data::PlmBatch current_;
   // Add-one-smoothed unigram log-probabilities [V] of the training split,
   // the baseline reported next to eval_loss.

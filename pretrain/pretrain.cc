@@ -68,6 +68,7 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   unit_options.init_dir = options.init_dir;
   unit_options.rank = env.rank;
   unit_options.world_size = env.world_size;
+  unit_options.allow_changed_settings = options.allow_changed_settings;
   XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PlmUnit> unit,
                          PlmUnit::Create(unit_options));
   if (env.rank == 0) {
@@ -89,6 +90,7 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   trainer_options.config_yaml = RunConfigYaml(unit_options.config, rank);
   trainer_options.run_dir = options.out_dir;
   trainer_options.resume = options.resume;
+  trainer_options.allow_changed_settings = options.allow_changed_settings;
   trainer_options.check_run_lock = [&run_dir]() {
     return run_dir->CheckLock();
   };

@@ -27,6 +27,10 @@ struct PretrainOptions {
   // A new run in an out_dir that holds a pretraining run: delete that run
   // first. Without it (and without resume) such an out_dir is an error.
   bool overwrite = false;
+  // With resume: settings that break the run's exactness (model, data,
+  // seed) may differ from the checkpoint's (a warning instead of an error;
+  // TrainerOptions::allow_changed_settings).
+  bool allow_changed_settings = false;
   // Start from this model directory (HF layout) instead of random weights.
   std::string init_dir;
   // Local ranks (--nproc_per_node, --master_port).

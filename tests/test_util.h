@@ -126,16 +126,22 @@ inline std::string SourcePath(const std::string& relative) {
   return std::string(XLNET_SOURCE_DIR) + "/" + relative;
 }
 
-// The JSON lines of RUN/metrics.jsonl. Lines that do not parse (empty, or
-// the half-written last line of a running trainer) are skipped.
-inline std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
+// The JSON lines of the file at `path` (none when it is missing). Lines
+// that do not parse (empty, or the half-written last line of a running
+// trainer) are skipped.
+inline std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
+  std::ifstream in(path);
   std::vector<nlohmann::json> out;
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_discarded()) out.push_back(std::move(j));
   }
   return out;
+}
+
+// The JSON lines of RUN/metrics.jsonl.
+inline std::vector<nlohmann::json> ReadMetrics(const std::string& run_dir) {
+  return ReadJsonLines(run_dir + "/metrics.jsonl");
 }
 
 // A python3 that imports google.protobuf (python3-protobuf), for

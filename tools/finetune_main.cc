@@ -6,6 +6,7 @@
 #include "common/tool_main.h"
 #include "finetune/finetune.h"
 #include "model_io/run_layout.h"
+#include "train/run_dir.h"
 
 namespace {
 
@@ -13,9 +14,11 @@ absl::Status Run(int argc, char** argv) {
   xlnet::FinetuneOptions o;
   xlnet::FlagParser flags(
       "xlnet-finetune",
-      "--task classification|regression|squad|multiple_choice --init MODEL_DIR --out RUN_DIR "
+      "--task classification|regression|squad|multiple_choice --init MODEL_DIR "
+      "--out RUN_DIR "
       "[--train F] [--dev F] [--test F] [--config CFG.yaml] [--set k=v ...] "
-      "[--resume latest|DIR | --overwrite] [--tokenizer spiece.model] "
+      "[--resume latest|DIR [--allow_changed_settings] | --overwrite] "
+      "[--tokenizer spiece.model] "
       "[--labels A,B,...] [--from_scratch] [--do_predict] "
       "[--nproc_per_node N [--master_port P]]\n\n"
       "Flags in [brackets] are optional. Data: .tsv (header row), .csv (RFC "
@@ -49,12 +52,8 @@ absl::Status Run(int argc, char** argv) {
       absl::StrCat("run directory: ", xlnet::kBestDir, "/, ",
                    xlnet::kCheckpointsDir, "/, ", xlnet::kMetricsFile, ", ",
                    xlnet::kEvalResultsFile, ", predictions"));
-  flags.AddString("resume", &o.resume,
-                  "'latest' (the newest checkpoint in --out that verifies; a "
-                  "new run when there is none) or a checkpoint directory");
-  flags.AddBool("overwrite", &o.overwrite,
-                "start a new run in an --out that holds a fine-tuning run, "
-                "deleting it (without --resume or this, that is an error)");
+  xlnet::AddRunDirFlags(flags, "fine-tuning", &o.resume, &o.overwrite,
+                        &o.allow_changed_settings);
   flags.AddString("tokenizer", &o.tokenizer,
                   "spiece.model (default: data.tokenizer, else the one in "
                   "--init)");

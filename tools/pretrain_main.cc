@@ -5,6 +5,7 @@
 #include "common/tool_main.h"
 #include "model_io/run_layout.h"
 #include "pretrain/pretrain.h"
+#include "train/run_dir.h"
 
 namespace {
 
@@ -14,7 +15,8 @@ absl::Status Run(int argc, char** argv) {
       "xlnet-pretrain",
       "--config CFG.yaml (--data DATA_DIR | data.sources in CFG) --out "
       "RUN_DIR [--set k=v ...] "
-      "[--resume latest|CHECKPOINT_DIR | --overwrite] [--init MODEL_DIR] "
+      "[--resume latest|CHECKPOINT_DIR [--allow_changed_settings] | "
+      "--overwrite] [--init MODEL_DIR] "
       "[--nproc_per_node N]");
   flags.AddConfigFlags(&o.config_path, &o.overrides);
   flags.AddString("data", &o.data_dir,
@@ -24,13 +26,8 @@ absl::Status Run(int argc, char** argv) {
       "out", &o.out_dir,
       absl::StrCat("run directory: ", xlnet::kRunConfigFile, ", ",
                    xlnet::kMetricsFile, ", ", xlnet::kCheckpointsDir, "/"));
-  flags.AddString(
-      "resume", &o.resume,
-      "'latest' (the newest checkpoint in --out that verifies; a new run "
-      "when there is none) or a checkpoint directory");
-  flags.AddBool("overwrite", &o.overwrite,
-                "start a new run in an --out that holds a pretraining run, "
-                "deleting it (without --resume or this, that is an error)");
+  xlnet::AddRunDirFlags(flags, "pretraining", &o.resume, &o.overwrite,
+                        &o.allow_changed_settings);
   flags.AddString("init", &o.init_dir,
                   "start from this model directory (HF layout)");
   xlnet::AddLaunchFlags(flags, &o.launch);

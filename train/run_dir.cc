@@ -257,6 +257,27 @@ absl::Status CheckAndPrepare(const RunDirOptions& o) {
 
 }  // namespace
 
+void AddRunDirFlags(FlagParser& flags, const std::string& kind,
+                    std::string* resume, bool* overwrite,
+                    bool* allow_changed_settings) {
+  flags.AddString(
+      "resume", resume,
+      "'latest' (the newest checkpoint in --out that verifies; a new run "
+      "when there is none) or a checkpoint directory. Settings that differ "
+      "from the checkpoint's config.yaml are reported key by key and "
+      "recorded in RUN/config_changes.jsonl; the checkpoints keep theirs");
+  flags.AddBool("overwrite", overwrite,
+                absl::StrCat("start a new run in an --out that holds a ", kind,
+                             " run, deleting it (without --resume or this, "
+                             "that is an error)"));
+  flags.AddBool(
+      "allow_changed_settings", allow_changed_settings,
+      "with --resume: resume even when a setting that makes it another run "
+      "(a model.* key, the data's tokens or batches, train.seed, "
+      "train.batch_size) differs from the checkpoint's (a warning instead of "
+      "an error; config/resume_changes.cc lists each key's class)");
+}
+
 absl::StatusOr<std::unique_ptr<RunDirectory>> RunDirectory::Open(
     const RunDirOptions& options, ProcessGroup* group) {
   if (options.overwrite && !options.resume.empty()) {

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/file_lock.h"
+#include "common/flags.h"
 #include "train/distributed.h"
 
 namespace xlnet {
@@ -31,6 +32,14 @@ struct RunDirOptions {
   // old run's files first (--overwrite).
   bool overwrite = false;
 };
+
+// Registers the run directory's flags of a training command, the same for
+// xlnet-pretrain and xlnet-finetune: --resume (into `resume`), --overwrite
+// and --allow_changed_settings. `kind` ("pretraining", "fine-tuning")
+// names the run in the help.
+void AddRunDirFlags(FlagParser& flags, const std::string& kind,
+                    std::string* resume, bool* overwrite,
+                    bool* allow_changed_settings);
 
 // Holds RUN for the life of a run.
 class RunDirectory {

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "model_io/run_layout.h"
+#include "train/resume_settings.h"
 
 namespace xlnet {
 namespace {
@@ -433,9 +434,40 @@ absl::Status Trainer::Prepare() {
         "none");
   }
   XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
+  // The checkpoint resumed from ("" when none), its step, and whether this
+  // rank already verified its checksums.
+  std::string restored;
+  int64_t restored_step = 0;
+  bool verified = false;
+  if (options_.resume == "latest") {
+    XLNET_ASSIGN_OR_RETURN(const int64_t step, LatestValidStep());
+    if (step >= 0) {
+      restored = checkpoints_.StepDir(step);
+      restored_step = step;
+      // Rank 0 verified it; the others check what they read themselves.
+      verified = rank() == 0;
+    }
+  } else if (!options_.resume.empty()) {
+    restored = options_.resume;
+    XLNET_RETURN_IF_ERROR(VerifyChecksums(restored));
+    verified = true;
+    XLNET_ASSIGN_OR_RETURN(const TrainerState state,
+                           ReadTrainerState(restored));
+    restored_step = state.step;
+  }
+  // Before anything is written: the settings that differ from the
+  // checkpoint's, reported, and refused when they break exactness.
+  ResumedSettings resumed;
+  if (!restored.empty()) {
+    XLNET_ASSIGN_OR_RETURN(
+        resumed, CompareResumedSettings(restored, options_.config_yaml,
+                                        options_.allow_changed_settings,
+                                        /*report=*/rank() == 0));
+  }
   if (rank() == 0) {
-    XLNET_RETURN_IF_ERROR(WriteFileAtomic(
-        RunPath(options_.run_dir, kRunConfigFile), options_.config_yaml));
+    XLNET_RETURN_IF_ERROR(WriteRunSettings(options_.run_dir, restored_step,
+                                           restored, options_.config_yaml,
+                                           resumed));
   }
   if (group_ && world_size() > 1) {
     XLNET_RETURN_IF_ERROR(
@@ -475,26 +507,16 @@ absl::Status Trainer::Prepare() {
       }
     }
   }
-  // The checkpoint resumed from ("" when none).
-  std::string restored;
-  if (options_.resume == "latest") {
-    XLNET_ASSIGN_OR_RETURN(const int64_t step, LatestValidStep());
-    if (step >= 0) {
-      restored = checkpoints_.StepDir(step);
-      // Rank 0 verified it; the others check what they read themselves.
-      XLNET_RETURN_IF_ERROR(Restore(restored, /*verified=*/rank() == 0));
-    } else {
-      // No checkpoint yet (a first start, or one that died before its first
-      // save): a fresh run, without what a dead attempt logged.
-      if (rank() == 0) {
-        XLOG(INFO) << "--resume latest: no checkpoint in "
-                   << checkpoints_.checkpoints_dir() << "; starting at step 0";
-      }
-      XLNET_RETURN_IF_ERROR(TruncateMetricsAfter(0));
+  if (!restored.empty()) {
+    XLNET_RETURN_IF_ERROR(Restore(restored, verified));
+  } else if (options_.resume == "latest") {
+    // No checkpoint yet (a first start, or one that died before its first
+    // save): a fresh run, without what a dead attempt logged.
+    if (rank() == 0) {
+      XLOG(INFO) << "--resume latest: no checkpoint in "
+                 << checkpoints_.checkpoints_dir() << "; starting at step 0";
     }
-  } else if (!options_.resume.empty()) {
-    restored = options_.resume;
-    XLNET_RETURN_IF_ERROR(Restore(restored, /*verified=*/false));
+    XLNET_RETURN_IF_ERROR(TruncateMetricsAfter(0));
   }
   // Once, before the first step: training from non-finite weights (a
   // checkpoint an older version saved from a diverged run, or a broken

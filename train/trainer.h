@@ -133,6 +133,13 @@ struct TrainerOptions {
   // that verifies; fresh when there is no checkpoint at all, an error when
   // there are some but none verifies) or a checkpoint directory.
   std::string resume;
+  // At a resume, config_yaml is compared key by key with the checkpoint's
+  // config.yaml: every change is logged ("resume: train.lr 0.0003 ->
+  // 0.001") and recorded in RUN/config_changes.jsonl, and a change that
+  // breaks exactness (model, data, seed; config/resume_changes.h) is an
+  // error unless this is set (--allow_changed_settings), when it is a
+  // warning (train/resume_settings.h).
+  bool allow_changed_settings = false;
   // Print a progress line every log_steps (rank 0). Logged loss is the mean
   // over the steps since the previous line.
   bool progress = true;
@@ -235,8 +242,10 @@ class Trainer {
     double normalizer = 0;
   };
 
-  // Before the first step: RUN/config.yaml, the same config on every rank,
-  // rank 0's weights everywhere, the best value so far, resuming.
+  // Before the first step: the checkpoint to resume and its settings
+  // compared with the run's (CompareResumedSettings), RUN/config.yaml and
+  // RUN/config_changes.jsonl, the same config on every rank, rank 0's
+  // weights everywhere, the best value so far, resuming.
   absl::Status Prepare();
   // Every micro-batch's forward and backward, the gradient all-reduce,
   // clipping and the optimizer (or a skipped step); step_ advances.

@@ -30,9 +30,10 @@ TEST(RunLayoutTest, NamesOnDisk) {
   // The on-disk contract: runs written before this header keep working.
   EXPECT_EQ(RunPath("RUN", kMetricsFile), "RUN/metrics.jsonl");
   EXPECT_EQ(RunPath("RUN", kBestDir), "RUN/best");
-  EXPECT_EQ(RunEntries(), (std::vector<std::string>{
-                              "config.yaml", "metrics.jsonl", "checkpoints",
-                              "best", "eval_results.json", "tb"}));
+  EXPECT_EQ(RunEntries(),
+            (std::vector<std::string>{"config.yaml", "config_changes.jsonl",
+                                      "metrics.jsonl", "checkpoints", "best",
+                                      "eval_results.json", "tb"}));
 }
 
 TEST(RunLayoutTest, WellFormedLinesInOrderWithTheirText) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -668,6 +669,142 @@ TEST_F(PretrainE2ETest, DataAndDataSourcesAreOneOrTheOther) {
                               "--set train.max_steps=1"));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("data source 'gone'"), std::string::npos) << r.output;
+}
+
+// Every regular file under `dir` with its bytes, but run.lock (it records
+// each process that takes the run).
+std::map<std::string, std::string> FilesUnder(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().filename() == "run.lock") continue;
+    files[e.path().string()] = *ReadFile(e.path().string());
+  }
+  return files;
+}
+
+// The command of a tiny run that logs at info (ctest runs at warning).
+std::string AtInfo(const std::string& command) {
+  return "XLNET_LOG_LEVEL=info " + command;
+}
+
+constexpr char kResumeSettings[] =
+    "--set train.save_steps=2 --set train.log_steps=1 "
+    "--set train.keep_checkpoints=0";
+
+// Resumed with train.lr changed: each changed key is reported, the old
+// checkpoint keeps its config.yaml byte for byte, the new checkpoint and
+// RUN/config.yaml hold the new value (RUN/config.yaml saying from which
+// step) and RUN/config_changes.jsonl records the change at the step.
+TEST_F(PretrainE2ETest, ResumeReportsChangedSettingsAndNeverRelabels) {
+  testing::TempDir run;
+  const std::string settings = std::string(kResumeSettings);
+  CommandResult r = RunCommand(Command(
+      run.path(), settings + " --set train.max_steps=2 --set train.lr=3e-4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string old_config =
+      *ReadFile(run.Join("checkpoints/step_2/config.yaml"));
+  r = RunCommand(Command(run.path(), settings +
+                                         " --set train.max_steps=4 --set "
+                                         "train.lr=0.001 --resume latest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Warnings: shown at ctest's level too.
+  EXPECT_NE(r.output.find("resume: train.lr 0.0003 -> 0.001"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("resume: train.max_steps 2 -> 4"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("allow_changed_settings"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(*ReadFile(run.Join("checkpoints/step_2/config.yaml")), old_config);
+  auto old_parsed = ParseConfig(old_config, "step_2/config.yaml");
+  ASSERT_TRUE(old_parsed.ok()) << old_parsed.status();
+  EXPECT_EQ(old_parsed->train.lr, 3e-4);
+  auto new_parsed = LoadConfig(run.Join("checkpoints/step_4/config.yaml"));
+  ASSERT_TRUE(new_parsed.ok()) << new_parsed.status();
+  EXPECT_EQ(new_parsed->train.lr, 1e-3);
+  const std::string run_config = *ReadFile(run.Join("config.yaml"));
+  EXPECT_NE(run_config.find("# the settings of the steps from 2 on"),
+            std::string::npos)
+      << run_config;
+  auto run_parsed = ParseConfig(run_config, "config.yaml");
+  ASSERT_TRUE(run_parsed.ok()) << run_parsed.status();
+  EXPECT_EQ(run_parsed->train.lr, 1e-3);
+  std::vector<std::string> recorded;
+  for (const auto& j :
+       testing::ReadJsonLines(run.Join("config_changes.jsonl"))) {
+    EXPECT_EQ(j["step"], 2);
+    EXPECT_EQ(j["resumed_from"], run.Join("checkpoints/step_2"));
+    recorded.push_back(j["key"].get<std::string>() + " " +
+                       j["old"].get<std::string>() + " -> " +
+                       j["new"].get<std::string>());
+  }
+  EXPECT_EQ(recorded, (std::vector<std::string>{"train.max_steps 2 -> 4",
+                                                "train.lr 0.0003 -> 0.001"}));
+}
+
+// A model key or the seed changed at resume: an error naming each key with
+// both values and the flag, and nothing in RUN changes; with
+// --allow_changed_settings the run goes on with a warning.
+TEST_F(PretrainE2ETest, ResumeWithModelOrSeedChangedIsRefusedUnlessForced) {
+  testing::TempDir run;
+  const std::string settings = std::string(kResumeSettings);
+  CommandResult r =
+      RunCommand(Command(run.path(), settings + " --set train.max_steps=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::map<std::string, std::string> before = FilesUnder(run.path());
+  const std::string changed = settings +
+                              " --set train.max_steps=4 --set model.dropout=0 "
+                              "--set train.seed=7 --resume latest";
+  r = RunCommand(Command(run.path(), changed));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const char* part : {"model.dropout 0.1 -> 0.0", "train.seed 1234 -> 7",
+                           "--allow_changed_settings", "checkpoints/step_2"}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n"
+                                                      << r.output;
+  }
+  EXPECT_TRUE(FilesUnder(run.path()) == before);
+  EXPECT_FALSE(PathExists(run.Join("config_changes.jsonl")));
+
+  r = RunCommand(Command(run.path(), changed + " --allow_changed_settings"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--allow_changed_settings: resuming from"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(VerifyChecksums(run.Join("checkpoints/step_4")).ok());
+  EXPECT_EQ(*ReadFile(run.Join("checkpoints/step_2/config.yaml")),
+            before.at(run.Join("checkpoints/step_2/config.yaml")));
+  auto step4 = LoadConfig(run.Join("checkpoints/step_4/config.yaml"));
+  ASSERT_TRUE(step4.ok()) << step4.status();
+  EXPECT_EQ(step4->train.seed, 7);
+  EXPECT_EQ(step4->model.dropout, 0.0);
+  int forced = 0;
+  for (const auto& j :
+       testing::ReadJsonLines(run.Join("config_changes.jsonl"))) {
+    if (j["kind"] == "breaks_exactness" && j["forced"] == true) ++forced;
+  }
+  EXPECT_EQ(forced, 2);
+}
+
+// A resume with the settings unchanged says nothing about settings and
+// records nothing; RUN/config.yaml is the checkpoints' config as is.
+TEST_F(PretrainE2ETest, UnchangedResumeSaysNothingAboutSettings) {
+  testing::TempDir run;
+  const std::string settings =
+      std::string(kResumeSettings) + " --set train.max_steps=4";
+  CommandResult r = RunCommand(Command(run.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(RemoveAll(run.Join("checkpoints/step_4")).ok());
+  r = RunCommand(AtInfo(Command(run.path(), settings + " --resume latest")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("resume: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("allow_changed_settings"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(PathExists(run.Join("config_changes.jsonl")));
+  EXPECT_EQ(*ReadFile(run.Join("config.yaml")),
+            *ReadFile(run.Join("checkpoints/step_4/config.yaml")));
+  EXPECT_EQ(*ReadFile(run.Join("config.yaml")),
+            *ReadFile(run.Join("checkpoints/step_2/config.yaml")));
 }
 
 TEST_F(PretrainE2ETest, BadInputGivesOneLineErrors) {

@@ -271,6 +271,50 @@ TEST_F(FinetuneE2ETest, ChunksResumeEqualsUninterruptedRun) {
       "--set finetune.max_chunks=3 --set finetune.mem_len=0");
 }
 
+// Fine-tuning resumed with other settings goes through the trainer's
+// comparison as pretraining does: a key that makes the examples is refused
+// naming both values and the flag, and nothing is written; a learning-rate
+// change is reported and recorded, the old checkpoint's config.yaml kept.
+TEST_F(FinetuneE2ETest, ResumeWithChangedSettingsIsReportedOrRefused) {
+  testing::TempDir run;
+  const std::string common =
+      "--train " + Genre("train") + " --out " + run.path() +
+      " --set train.save_steps=2 --set train.keep_checkpoints=0";
+  CommandResult r = RunCommand(
+      Finetune("classification", common + " --set train.max_steps=2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string old_config =
+      *ReadFile(run.Join("checkpoints/step_2/config.yaml"));
+  const std::string run_config = *ReadFile(run.Join("config.yaml"));
+  r = RunCommand(Finetune(
+      "classification", common + " --set train.max_steps=4 --set "
+                                 "finetune.max_seq_length=48 --resume latest"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("finetune.max_seq_length 64 -> 48"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--allow_changed_settings"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(*ReadFile(run.Join("config.yaml")), run_config);
+  EXPECT_FALSE(PathExists(run.Join("checkpoints/step_4")));
+
+  r = RunCommand(
+      Finetune("classification", common + " --set train.max_steps=4 --set "
+                                          "train.lr=1e-4 --resume latest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resume: train.lr 0.001 -> 0.0001"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(*ReadFile(run.Join("checkpoints/step_2/config.yaml")), old_config);
+  const std::vector<nlohmann::json> changes =
+      testing::ReadJsonLines(run.Join("config_changes.jsonl"));
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0]["key"], "train.max_steps");
+  EXPECT_EQ(changes[1]["key"], "train.lr");
+  EXPECT_EQ(changes[1]["old"], "0.001");
+  EXPECT_EQ(changes[1]["new"], "0.0001");
+}
+
 TEST_F(FinetuneE2ETest, RegressionReportsCorrelations) {
   // A derived regression task: the passage's length in words / 100.
   testing::TempDir run;
