@@ -20,6 +20,7 @@
 #include "common/strings.h"
 #include "common/version.h"
 #include "config/config_internal.h"
+#include "config/config_keys.h"
 #include "config/yaml_guard.h"
 
 namespace xlnet {
@@ -754,6 +755,25 @@ absl::StatusOr<Config> LoadConfigFor(
     const std::vector<std::string>& overrides) {
   XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigFileBytes));
   return ParseConfigFor(scope, text, path, overrides);
+}
+
+absl::StatusOr<std::optional<std::string>> ConfigKeyLocation(
+    const std::string& config_path, const std::vector<std::string>& overrides,
+    const std::string& key) {
+  std::string text;
+  if (!config_path.empty()) {
+    XLNET_ASSIGN_OR_RETURN(text, ReadFile(config_path, kMaxConfigFileBytes));
+  }
+  const std::string source = config_path.empty() ? "<defaults>" : config_path;
+  const ConfigScope scope;
+  XLNET_ASSIGN_OR_RETURN(YAML::Node root,
+                         LoadYamlRoot(text, source, scope.sections));
+  Locations locations;
+  XLNET_RETURN_IF_ERROR(CheckFileKeys(root, scope, source, &locations));
+  XLNET_RETURN_IF_ERROR(ApplyOverrides(overrides, scope, &root, &locations));
+  const auto it = locations.find(key);
+  if (it == locations.end()) return std::nullopt;
+  return it->second;
 }
 
 std::string ConfigToYaml(const Config& config) {

@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/sampler.h"
+#include "data_pipeline/tokenizer_rules.h"
 
 namespace xlnet::data {
 namespace {
@@ -73,8 +74,11 @@ absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   log << absl::StrFormat(
-      "wrote %s: %d pieces, hash %s, trained on %d sentences in %.1f s\n",
-      out, tok->vocab_size(), tok->hash(), stats.sentences, secs);
+      "wrote %s: %d pieces, hash %s, trained on %d sentences in %.1f s; "
+      "casing %s recorded in it (prepare, pretraining, fine-tuning and "
+      "export take it from there)\n",
+      out, tok->vocab_size(), tok->hash(), stats.sentences, secs,
+      TextRulesString(options.rules));
   return absl::OkStatus();
 }
 

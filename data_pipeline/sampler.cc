@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "data_pipeline/tokenizer_rules.h"
 
 namespace xlnet::data {
 
@@ -156,13 +158,23 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
         data_dir, "/", kManifestName, ": vocab_size ", s.shards_->vocab_size(),
         " but the tokenizer has ", s.tokenizer_->vocab_size(), " pieces"));
   }
-  if (d.uncased != s.shards_->rules().uncased ||
-      d.keep_accents != s.shards_->rules().keep_accents ||
-      d.use_eod != s.shards_->use_eod()) {
+  // The casing is the tokenizer's (tokenizer_rules.h): the manifest's rules
+  // must be the ones it records. The data config's data.uncased and
+  // data.keep_accents are not compared here (their defaults are no choice);
+  // xlnet-pretrain refuses those its config sets and that differ.
+  XLNET_ASSIGN_OR_RETURN(
+      const std::optional<TextRules> recorded,
+      RecordedTextRules(s.tokenizer_->model_bytes(), tokenizer_path));
+  XLNET_RETURN_IF_ERROR(
+      ResolveTextRules(tokenizer_path, recorded,
+                       {{absl::StrCat(data_dir, "/", kManifestName), "uncased",
+                         s.shards_->rules().uncased},
+                        {absl::StrCat(data_dir, "/", kManifestName),
+                         "keep_accents", s.shards_->rules().keep_accents}})
+          .status());
+  if (d.use_eod != s.shards_->use_eod()) {
     XLOG(WARNING) << data_dir
-                  << " was prepared with uncased=" << s.shards_->rules().uncased
-                  << " keep_accents=" << s.shards_->rules().keep_accents
-                  << " use_eod=" << s.shards_->use_eod()
+                  << " was prepared with use_eod=" << s.shards_->use_eod()
                   << ", which differs from the data config; the shards win";
   }
   XLNET_ASSIGN_OR_RETURN(

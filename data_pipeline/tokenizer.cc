@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "data_pipeline/sentencepiece_bridge.h"
 #include "data_pipeline/text.h"
+#include "data_pipeline/tokenizer_rules.h"
 
 namespace xlnet::data {
 namespace {
@@ -322,7 +323,9 @@ absl::StatusOr<std::string> TrainTokenizerOnSample(
   if (!error.empty()) {
     return TokenizerTrainingError(error, options.vocab_size);
   }
-  return model_bytes;
+  // The casing is chosen here, once: the file records it for every later
+  // step (tokenizer_rules.h).
+  return RecordTextRules(model_bytes, options.rules);
 }
 
 absl::Status TokenizerTrainingError(const std::string& spm_error,

@@ -83,6 +83,8 @@ struct TokenizerTrainOptions {
   // Text files: one sentence per line, blank line between documents.
   std::vector<std::string> inputs;
   int vocab_size = 32000;
+  // The casing, chosen here once: the sample is preprocessed with it and the
+  // .model records it (tokenizer_rules.h).
   TextRules rules;
   // SentencePiece trainer threads; a fixed count gives a fixed model.
   int threads = 1;
@@ -138,7 +140,8 @@ uint64_t EstimateTokenizerTrainingBytes(int64_t sample_bytes,
 // as SentencePiece copies it): unigram, character_coverage 0.99995, control
 // symbols <cls> <sep> <pad> <mask> <eod>, user-defined <eop> . ( ) " - – £ €,
 // so <unk> 0 <s> 1 </s> 2 <cls> 3 <sep> 4 <pad> 5 <mask> 6 <eod> 7 <eop> 8.
-// Returns the bytes of the .model file.
+// Returns the bytes of the .model file, options.rules recorded in it
+// (RecordTextRules).
 absl::StatusOr<std::string> TrainTokenizerOnSample(
     TokenizerSample sample, const TokenizerTrainOptions& options);
 

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "data_pipeline/tokenizer_identity.h"
+#include "data_pipeline/tokenizer_rules.h"
 #include "finetune/classification_task.h"
 #include "finetune/finetune_unit.h"
 #include "finetune/race.h"
@@ -124,52 +125,55 @@ absl::StatusOr<Config> LoadFinetuneConfig(
   // bi_data is a layout of pretraining batches (forward and backward halves);
   // fine-tuning batches are ordinary, as in the official code and HF.
   config.model.bi_data = false;
-  // The text rules the model was pretrained with, when --init records them.
+  // The text rules: those the tokenizer records (chosen when it was
+  // trained), else those the model was pretrained with as --init records
+  // them, else the config's. Any of these that is given must agree with the
+  // ones before it.
   const std::string init_yaml = absl::StrCat(init_dir, "/", kRunConfigFile);
-  DataConfig& data = config.data;
-  auto rules_text = [](const DataConfig& d) {
-    return absl::StrCat("uncased=", d.uncased ? "true" : "false",
-                        " keep_accents=", d.keep_accents ? "true" : "false");
-  };
+  const std::string init_tokenizer =
+      absl::StrCat(init_dir, "/", kTokenizerFile);
+  const std::string tokenizer =
+      PathExists(init_tokenizer) ? init_tokenizer : config.data.tokenizer;
+  std::optional<data::TextRules> recorded;
+  if (!tokenizer.empty()) {
+    XLNET_ASSIGN_OR_RETURN(recorded, data::ReadRecordedTextRules(tokenizer));
+  }
+  std::vector<data::TextRuleSetting> settings;
   std::string rules_source =
-      absl::StrCat(config_path.empty() ? "the defaults" : config_path,
-                   overrides.empty() ? "" : " and --set");
+      recorded
+          ? tokenizer
+          : absl::StrCat(config_path.empty() ? "the defaults" : config_path,
+                         overrides.empty() ? "" : " and --set");
+  const auto add_model_rules = [&](const std::string& source, bool uncased,
+                                   bool keep_accents) {
+    settings.push_back({source, "uncased", uncased});
+    settings.push_back({source, "keep_accents", keep_accents});
+    if (!recorded) rules_source = source;
+  };
   if (PathExists(init_yaml)) {
     XLNET_ASSIGN_OR_RETURN(const Config init_config, LoadConfig(init_yaml));
-    const DataConfig& model_data = init_config.data;
-    if (model_data.uncased != data.uncased ||
-        model_data.keep_accents != data.keep_accents) {
-      XLOG(WARNING) << "the run config's data " << rules_text(data)
-                    << " is not used: the model in " << init_dir
-                    << " was trained on text with " << rules_text(model_data)
-                    << " (" << init_yaml
-                    << ") and fine-tuning normalizes text the same way";
-    }
-    data.uncased = model_data.uncased;
-    data.keep_accents = model_data.keep_accents;
-    rules_source = init_yaml;
+    add_model_rules(init_yaml, init_config.data.uncased,
+                    init_config.data.keep_accents);
   } else {
     // A HuggingFace directory (ours from xlnet-export included) records the
     // rules as XLNetTokenizer's do_lower_case / keep_accents.
     XLNET_ASSIGN_OR_RETURN(std::optional<HfTokenizerConfig> tok,
                            ReadTokenizerConfig(init_dir));
-    if (tok) {
-      DataConfig model_data = data;
-      model_data.uncased = tok->do_lower_case;
-      model_data.keep_accents = tok->keep_accents;
-      if (model_data.uncased != data.uncased ||
-          model_data.keep_accents != data.keep_accents) {
-        XLOG(WARNING) << "the run config's data " << rules_text(data)
-                      << " is not used: " << tok->path << " says "
-                      << rules_text(model_data);
-      }
-      data.uncased = model_data.uncased;
-      data.keep_accents = model_data.keep_accents;
-      rules_source = tok->path;
-    }
+    if (tok) add_model_rules(tok->path, tok->do_lower_case, tok->keep_accents);
   }
-  XLOG(INFO) << "text rules: " << rules_text(data) << " (from " << rules_source
-             << ")";
+  XLNET_ASSIGN_OR_RETURN(
+      const std::vector<data::TextRuleSetting> from_config,
+      data::ConfigTextRuleSettings(config.data, config_path, overrides));
+  settings.insert(settings.end(), from_config.begin(), from_config.end());
+  XLNET_ASSIGN_OR_RETURN(
+      const data::TextRules rules,
+      data::ResolveTextRules(
+          tokenizer.empty() ? absl::StrCat("of ", init_dir) : tokenizer,
+          recorded, settings));
+  config.data.uncased = rules.uncased;
+  config.data.keep_accents = rules.keep_accents;
+  XLOG(INFO) << "text rules: " << data::TextRulesString(rules) << " (from "
+             << rules_source << ")";
   XLNET_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }
@@ -194,6 +198,18 @@ absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadFinetuneTokenizer(
     XLNET_RETURN_IF_ERROR(
         data::CheckSameTokenizer(*tokenizer, path, init_tokenizer));
   }
+  // A tokenizer that records its casing (one chosen when it was trained)
+  // must have been trained with the rules the config resolved to.
+  XLNET_ASSIGN_OR_RETURN(
+      const std::optional<data::TextRules> recorded,
+      data::RecordedTextRules(tokenizer->model_bytes(), path));
+  const std::string resolved = absl::StrCat(
+      "the fine-tuning text rules (from --init ", init_dir, " and the config)");
+  XLNET_RETURN_IF_ERROR(
+      data::ResolveTextRules(path, recorded,
+                             {{resolved, "uncased", rules.uncased},
+                              {resolved, "keep_accents", rules.keep_accents}})
+          .status());
   if (tokenizer->vocab_size() > config.model.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, " has ", tokenizer->vocab_size(),

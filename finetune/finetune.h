@@ -70,13 +70,16 @@ ConfigScope FinetuneConfigScope();
 
 // The config of a fine-tuning run, in this order of precedence:
 //   model section: `init_dir`/config.json (never the YAML);
-//   data.uncased, data.keep_accents (the text rules): `init_dir`/config.yaml
-//     when there is one (our pretraining checkpoints, fine-tuning
-//     checkpoints and RUN/best), so text is normalized exactly as in the
-//     model's pretraining; a run config that says otherwise gets a warning
-//     and is not used. Without it (a HuggingFace or exported directory):
-//     `config_path` (or the defaults, cased with accents stripped) with the
-//     `overrides`;
+//   data.uncased, data.keep_accents (the text rules): the record in
+//     `init_dir`/spiece.model (else data.tokenizer) when it has one (casing
+//     is chosen when the tokenizer is trained, data_pipeline/
+//     tokenizer_rules.h); `init_dir`/config.yaml when there is one (our
+//     pretraining checkpoints, fine-tuning checkpoints and RUN/best), else
+//     its tokenizer_config.json, so text is normalized exactly as in the
+//     model's pretraining; else `config_path` (or the defaults, cased with
+//     accents stripped) with the `overrides`. Each of these that is given
+//     (a config key left at its default is not) must agree with those
+//     before it: a contradiction is an error naming both;
 //   everything else: `config_path` (or the defaults), then `overrides`.
 // Only the data, train and finetune sections may be given, and of them
 // only the keys fine-tuning reads (FinetuneConfigScope).
@@ -86,7 +89,8 @@ absl::StatusOr<Config> LoadFinetuneConfig(
 
 // The tokenizer fine-tuning encodes with: `tokenizer_path`, else
 // config.data.tokenizer, else `init_dir`/spiece.model, applying
-// config.data's text rules (uncased, keep_accents). More pieces than
+// config.data's text rules (uncased, keep_accents); a tokenizer that records
+// other rules is an error naming it. More pieces than
 // config.model.vocab_size is an error naming the file.
 absl::StatusOr<std::unique_ptr<data::Tokenizer>> LoadFinetuneTokenizer(
     const Config& config, const std::string& tokenizer_path,

@@ -386,39 +386,72 @@ const std::string& CasingSource(const RunInfo& run) {
   return run.config_path.empty() ? run.tokenizer_config_path : run.config_path;
 }
 
-absl::StatusOr<Casing> ResolveCasing(const ExportOptions& options,
-                                     const RunInfo& run) {
-  if (CasingSource(run).empty()) {
+// The casing: spiece.model's record (`recorded`, from `tokenizer`) when it
+// has one, with config.yaml / tokenizer_config.json and the flags checked
+// against it; else config.yaml, else tokenizer_config.json, else the flags.
+absl::StatusOr<Casing> ResolveCasing(
+    const ExportOptions& options, const RunInfo& run,
+    const std::optional<TokenizerCasing>& recorded,
+    const std::string& tokenizer) {
+  const bool from_yaml = !run.config_path.empty();
+  if (CasingSource(run).empty() && !recorded) {
     if (!options.uncased || !options.keep_accents) {
       return absl::InvalidArgumentError(absl::StrCat(
           options.checkpoint, ": no ", kRunConfigFile, " (looked at ",
           absl::StrJoin(run.config_looked, ", "), ") nor ",
-          kTokenizerConfigFile,
-          ", so the tokenizer's casing is unknown; pass --uncased=true|false "
-          "and --keep_accents=true|false as the model was trained"));
+          kTokenizerConfigFile, ", and ", tokenizer,
+          " records no casing, so the tokenizer's casing is unknown; pass "
+          "--uncased=true|false and --keep_accents=true|false as the model "
+          "was trained"));
     }
     return Casing{*options.uncased, *options.keep_accents};
   }
-  const bool from_yaml = !run.config_path.empty();
-  const Casing known =
-      from_yaml ? Casing{run.config.data.uncased, run.config.data.keep_accents}
-                : Casing{run.do_lower_case, run.keep_accents};
-  const auto check = [&](const char* flag, const char* key,
-                         const std::optional<bool>& given,
-                         bool stored) -> absl::Status {
-    if (given && *given != stored) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, "=", *given ? "true" : "false", " disagrees with ", key,
-          ": ", stored ? "true" : "false", " in ", CasingSource(run)));
-    }
-    return absl::OkStatus();
+  const auto check =
+      [&tokenizer](const std::string& what, const std::string& where,
+                   bool value, const std::string& known_what,
+                   const std::string& known_where, bool known) -> absl::Status {
+    if (value == known) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "=", value ? "true" : "false", where, " disagrees with ",
+        known_what, ": ", known ? "true" : "false", " in ", known_where,
+        known_where == tokenizer
+            ? "; casing is chosen when the tokenizer is trained, everything "
+              "after takes it from there: drop or correct the other value"
+            : ""));
   };
-  XLNET_RETURN_IF_ERROR(check("uncased",
-                              from_yaml ? "data.uncased" : "do_lower_case",
-                              options.uncased, known.uncased));
-  XLNET_RETURN_IF_ERROR(check("keep_accents",
-                              from_yaml ? "data.keep_accents" : "keep_accents",
-                              options.keep_accents, known.keep_accents));
+  // What the run's files say, if anything.
+  std::optional<Casing> in_file;
+  if (from_yaml) {
+    in_file = Casing{run.config.data.uncased, run.config.data.keep_accents};
+  } else if (!run.tokenizer_config_path.empty()) {
+    in_file = Casing{run.do_lower_case, run.keep_accents};
+  }
+  const std::string file_uncased = from_yaml ? "data.uncased" : "do_lower_case";
+  const std::string file_accents =
+      from_yaml ? "data.keep_accents" : "keep_accents";
+  // The reference: the record, else the run's file.
+  const Casing known =
+      recorded ? Casing{recorded->uncased, recorded->keep_accents} : *in_file;
+  const std::string known_where = recorded ? tokenizer : CasingSource(run);
+  const std::string known_uncased = recorded ? "uncased" : file_uncased;
+  const std::string known_accents = recorded ? "keep_accents" : file_accents;
+  if (recorded && in_file) {
+    const std::string where = absl::StrCat(" in ", CasingSource(run));
+    XLNET_RETURN_IF_ERROR(check(file_uncased, where, in_file->uncased,
+                                known_uncased, known_where, known.uncased));
+    XLNET_RETURN_IF_ERROR(check(file_accents, where, in_file->keep_accents,
+                                known_accents, known_where,
+                                known.keep_accents));
+  }
+  if (options.uncased) {
+    XLNET_RETURN_IF_ERROR(check("--uncased", "", *options.uncased,
+                                known_uncased, known_where, known.uncased));
+  }
+  if (options.keep_accents) {
+    XLNET_RETURN_IF_ERROR(check("--keep_accents", "", *options.keep_accents,
+                                known_accents, known_where,
+                                known.keep_accents));
+  }
   return known;
 }
 
@@ -796,8 +829,15 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
       const int64_t pieces,
       options.tokenizer_pieces(tokenizer_bytes, summary.tokenizer));
   XLNET_ASSIGN_OR_RETURN(const RunInfo run, ReadRunInfo(options.checkpoint));
-  XLNET_ASSIGN_OR_RETURN(const Casing casing, ResolveCasing(options, run));
-  summary.run_config = CasingSource(run);
+  std::optional<TokenizerCasing> recorded;
+  if (options.tokenizer_casing) {
+    XLNET_ASSIGN_OR_RETURN(
+        recorded, options.tokenizer_casing(tokenizer_bytes, summary.tokenizer));
+  }
+  XLNET_ASSIGN_OR_RETURN(
+      const Casing casing,
+      ResolveCasing(options, run, recorded, summary.tokenizer));
+  summary.run_config = recorded ? summary.tokenizer : CasingSource(run);
   XLNET_ASSIGN_OR_RETURN(LoadedModel model,
                          LoadAny(options.checkpoint, options.encoder_only));
   if (pieces > model.config.vocab_size) {

@@ -18,9 +18,14 @@
 //     or task head ["XLNetModel"]; mask_emb is kept because HF's XLNetModel
 //     declares it (its state dict has it).
 //
-// Tokenizer files: the casing (do_lower_case = data.uncased, keep_accents =
-// data.keep_accents) comes from the run's resolved config, config.yaml in
-// the checkpoint or the run directories above it (as for spiece.model);
+// Tokenizer files: the casing (do_lower_case, keep_accents) is the one
+// spiece.model records (`tokenizer_casing`; casing is chosen when the
+// tokenizer is trained, data_pipeline/tokenizer_rules.h), and the run's
+// config.yaml, a tokenizer_config.json or a casing given must agree with it.
+// For a tokenizer without a record (one made elsewhere) it comes from the
+// run's resolved config (do_lower_case = data.uncased, keep_accents =
+// data.keep_accents), config.yaml in the checkpoint or the run directories
+// above it (as for spiece.model);
 // model_max_length is data.seq_len for a pretrained (LM or bare) source,
 // finetune.max_seq_length for a fine-tuned one (a head in the checkpoint).
 // Without a config.yaml, DIR/tokenizer_config.json (an HF directory, one of
@@ -64,6 +69,14 @@ namespace xlnet {
 // "version", "commit", "source"}; transformers' from_pretrained ignores it.
 inline constexpr char kExportMarkerFile[] = "xlnet_export.json";
 
+// The text rules as HF's XLNetTokenizer names them.
+struct TokenizerCasing {
+  // do_lower_case (data.uncased).
+  bool uncased = false;
+  // keep_accents (data.keep_accents).
+  bool keep_accents = false;
+};
+
 struct ExportOptions {
   // Source model directory.
   std::string checkpoint;
@@ -85,8 +98,14 @@ struct ExportOptions {
   std::function<absl::StatusOr<int64_t>(const std::string& bytes,
                                         const std::string& path)>
       tokenizer_pieces;
-  // The tokenizer's casing when the source has no config.yaml (required
-  // then); with one, a given value must equal data.uncased/keep_accents.
+  // The casing recorded in spiece.model's bytes (`path` names it in
+  // errors), nullopt for a tokenizer without a record; xlnet-export passes
+  // data::RecordedTextRules. Unset: no tokenizer is taken to record one.
+  std::function<absl::StatusOr<std::optional<TokenizerCasing>>(
+      const std::string& bytes, const std::string& path)>
+      tokenizer_casing;
+  // The tokenizer's casing when neither spiece.model nor the source records
+  // it (required then); otherwise a given value must equal the recorded one.
   std::optional<bool> uncased;
   std::optional<bool> keep_accents;
 };
@@ -96,8 +115,8 @@ struct ExportSummary {
   int64_t tensors = 0;
   int64_t parameters = 0;
   std::string tokenizer;  // the spiece.model that was copied
-  // The config.yaml (or tokenizer_config.json) the casing came from, "" if
-  // it was given.
+  // The spiece.model (its record), config.yaml or tokenizer_config.json the
+  // casing came from, "" if it was given.
   std::string run_config;
 };
 

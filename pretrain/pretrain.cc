@@ -1,10 +1,15 @@
 #include "pretrain/pretrain.h"
 
+#include <optional>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "common/status.h"
+#include "data_pipeline/shard_format.h"
 #include "data_pipeline/tokenizer.h"
+#include "data_pipeline/tokenizer_rules.h"
 #include "model/model_size.h"
 #include "model_io/model_dir.h"
 #include "pretrain/plm_unit.h"
@@ -79,10 +84,37 @@ absl::Status RunPretraining(const PretrainOptions& options) {
                << " parameters; global batch " << config.train.batch_size
                << " x " << config.data.seq_len << " tokens";
   }
-  // The text rules the shards were prepared with win over the data config
-  // (the sampler warns when they differ); config.yaml records them, so that
-  // fine-tuning from a checkpoint normalizes text the same way.
-  const data::TextRules& rules = unit->sampler().tokenizer().rules();
+  // The text rules are the shards' (the sampler checked them against the
+  // tokenizer's record); a data.uncased or data.keep_accents the config sets
+  // must agree. config.yaml records them, so that fine-tuning from a
+  // checkpoint normalizes text the same way.
+  const data::Tokenizer& tokenizer = unit->sampler().tokenizer();
+  const data::TextRules& rules = tokenizer.rules();
+  {
+    const std::string shards =
+        options.data_dir.empty()
+            ? std::string("the manifests of data.sources")
+            : absl::StrCat(options.data_dir, "/", data::kManifestName);
+    const std::string tokenizer_name =
+        config.data.tokenizer.empty()
+            ? absl::StrCat("spiece.model beside ", options.data_dir.empty()
+                                                       ? "data.sources"
+                                                       : options.data_dir)
+            : config.data.tokenizer;
+    XLNET_ASSIGN_OR_RETURN(
+        const std::optional<data::TextRules> recorded,
+        data::RecordedTextRules(tokenizer.model_bytes(), tokenizer_name));
+    std::vector<data::TextRuleSetting> settings = {
+        {shards, "uncased", rules.uncased},
+        {shards, "keep_accents", rules.keep_accents}};
+    XLNET_ASSIGN_OR_RETURN(
+        const std::vector<data::TextRuleSetting> from_config,
+        data::ConfigTextRuleSettings(config.data, options.config_path,
+                                     options.overrides));
+    settings.insert(settings.end(), from_config.begin(), from_config.end());
+    XLNET_RETURN_IF_ERROR(
+        data::ResolveTextRules(tokenizer_name, recorded, settings).status());
+  }
   unit_options.config.data.uncased = rules.uncased;
   unit_options.config.data.keep_accents = rules.keep_accents;
   TrainerOptions trainer_options;

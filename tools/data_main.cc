@@ -6,8 +6,11 @@
 //   xlnet-data combine   --out DIR
 //   xlnet-data dump      --data DIR --config CFG --batches N --out F
 //   xlnet-data inspect   --data DIR --config CFG
+#include <algorithm>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +23,7 @@
 #include "data_pipeline/shard_combine.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
+#include "data_pipeline/tokenizer_rules.h"
 
 namespace {
 
@@ -74,9 +78,12 @@ absl::Status RunTokenizer(int argc, char** argv) {
                     "text file (one sentence a line); repeatable");
   flags.AddInt("vocab_size", &vocab_size, "number of pieces");
   flags.AddString("out", &out, "the .model file to write");
-  flags.AddBool("uncased", &o.rules.uncased, "lowercase the text");
+  flags.AddBool("uncased", &o.rules.uncased,
+                "lowercase the text; recorded in the .model, so prepare, "
+                "pretraining, fine-tuning and export take it from there");
   flags.AddBool("keep_accents", &o.rules.keep_accents,
-                "keep accents (skip NFKD + combining-mark removal)");
+                "keep accents (skip NFKD + combining-mark removal); "
+                "recorded as --uncased");
   flags.AddInt("threads", &threads,
                "trainer threads (a fixed count gives a fixed model)");
   flags.AddInt("seed", &seed, "random seed of the trainer");
@@ -159,9 +166,13 @@ absl::Status RunPrepare(int argc, char** argv) {
   flags.AddInt("num_tasks", &num_tasks,
                "split the inputs over this many hosts (tasks)");
   flags.AddInt("task", &task, "this host's task, in [0, num_tasks)");
-  flags.AddBool("uncased", &uncased, "lowercase (overrides data.uncased)");
+  flags.AddBool("uncased", &uncased,
+                "lowercase; the tokenizer's recorded casing decides, so a "
+                "value that differs is an error (decides, over "
+                "data.uncased, only for a tokenizer without a record)");
   flags.AddBool("keep_accents", &keep_accents,
-                "keep accents (overrides data.keep_accents)");
+                "keep accents; checked against the tokenizer's record as "
+                "--uncased (over data.keep_accents)");
   flags.AddConfigFlags(&config_path, &overrides);
   flags.AllowPositional();  // `--input a.txt b.txt`
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
@@ -171,14 +182,34 @@ absl::Status RunPrepare(int argc, char** argv) {
                   flags.positional().end());
   XLNET_ASSIGN_OR_RETURN(xlnet::Config config,
                          LoadConfigFlags(config_path, overrides));
-  o.rules.uncased = flags.WasSet("uncased") ? uncased : config.data.uncased;
-  o.rules.keep_accents =
-      flags.WasSet("keep_accents") ? keep_accents : config.data.keep_accents;
   o.use_eod = config.data.use_eod;
   if (o.tokenizer_path.empty()) o.tokenizer_path = config.data.tokenizer;
   if (o.tokenizer_path.empty()) {
     return absl::InvalidArgumentError("no --tokenizer given");
   }
+  // The text rules come from the tokenizer's record; a flag (else a config
+  // key) that is given must agree with it, and decides only for a tokenizer
+  // without one.
+  XLNET_ASSIGN_OR_RETURN(
+      std::vector<xlnet::data::TextRuleSetting> settings,
+      xlnet::data::ConfigTextRuleSettings(config.data, config_path, overrides));
+  for (const auto& [rule, value] :
+       {std::pair<std::string, bool>{"uncased", uncased},
+        {"keep_accents", keep_accents}}) {
+    if (!flags.WasSet(rule)) continue;
+    // The flag overrides the config key.
+    settings.erase(
+        std::remove_if(settings.begin(), settings.end(),
+                       [&r = rule](const xlnet::data::TextRuleSetting& s) {
+                         return s.rule == r;
+                       }),
+        settings.end());
+    settings.push_back({"--" + rule, rule, value});
+  }
+  XLNET_ASSIGN_OR_RETURN(const std::optional<xlnet::data::TextRules> recorded,
+                         xlnet::data::ReadRecordedTextRules(o.tokenizer_path));
+  XLNET_ASSIGN_OR_RETURN(o.rules, xlnet::data::ResolveTextRules(
+                                      o.tokenizer_path, recorded, settings));
   if (o.inputs.empty()) return absl::InvalidArgumentError("no --input given");
   o.workers = static_cast<int>(workers);
   o.num_tasks = static_cast<int>(num_tasks);

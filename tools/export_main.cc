@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "data_pipeline/tokenizer.h"
+#include "data_pipeline/tokenizer_rules.h"
 #include "model_io/export.h"
 
 namespace {
@@ -37,8 +38,8 @@ absl::Status Run(int argc, char** argv) {
       "  XLNetForSequenceClassification, XLNetForQuestionAnswering), or with\n"
       "  --encoder_only the backbone as XLNetModel. Also "
       "tokenizer_config.json\n"
-      "  and special_tokens_map.json (casing from the run's config.yaml, "
-      "found\n"
+      "  and special_tokens_map.json (casing as spiece.model records it;\n"
+      "  for a tokenizer without a record from the run's config.yaml, found\n"
       "  as spiece.model is, else DIR/tokenizer_config.json, else --uncased\n"
       "  and --keep_accents are required) and a README.md model card.\n"
       "  --out must be new or empty, or an earlier export (marked by its\n"
@@ -58,11 +59,10 @@ absl::Status Run(int argc, char** argv) {
                 "xlnet_export.json and only an export's files); a run "
                 "directory or any other content is never replaced");
   std::string uncased, keep_accents;
-  flags.AddString(
-      "uncased", &uncased,
-      "true|false: the tokenizer lowercases (data.uncased); "
-      "required without a config.yaml or tokenizer_config.json, else "
-      "must agree");
+  flags.AddString("uncased", &uncased,
+                  "true|false: the tokenizer lowercases (data.uncased); "
+                  "required when neither spiece.model, a config.yaml nor a "
+                  "tokenizer_config.json records the casing, else must agree");
   flags.AddString("keep_accents", &keep_accents,
                   "true|false: data.keep_accents; required and checked as "
                   "--uncased");
@@ -81,6 +81,15 @@ absl::Status Run(int argc, char** argv) {
     XLNET_ASSIGN_OR_RETURN(auto tokenizer,
                            xlnet::data::Tokenizer::FromBytes(bytes, path));
     return tokenizer->vocab_size();
+  };
+  // The casing spiece.model records (the one chosen when it was trained).
+  options.tokenizer_casing = [](const std::string& bytes,
+                                const std::string& path)
+      -> absl::StatusOr<std::optional<xlnet::TokenizerCasing>> {
+    XLNET_ASSIGN_OR_RETURN(const std::optional<xlnet::data::TextRules> rules,
+                           xlnet::data::RecordedTextRules(bytes, path));
+    if (!rules) return std::nullopt;
+    return xlnet::TokenizerCasing{rules->uncased, rules->keep_accents};
   };
   XLNET_ASSIGN_OR_RETURN(const xlnet::ExportSummary summary,
                          xlnet::ExportModel(options));

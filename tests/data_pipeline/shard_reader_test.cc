@@ -160,7 +160,8 @@ TEST(ShardReaderTest, SpecialAndOversizedFilesAreRefused) {
 
 // tests/fixtures/shards_v1: the first two documents of the Brown sample,
 // prepared by the format-version-1 writer (int32 ids) with the test
-// tokenizer (vocab 1000, hash 8fef00f957822c2b).
+// tokenizer (vocab 1000, hash 223c65657ff1b3f4: the pieces of the one it was
+// made with, plus its recorded casing).
 TEST(ShardReaderTest, VersionOneShardsStillRead) {
   const std::string v1 = TempDir() + "/v1";
   std::filesystem::remove_all(v1);

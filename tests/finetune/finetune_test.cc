@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "config/config.h"
+#include "data_pipeline/tokenizer_rules.h"
 #include "finetune/examples.h"
 #include "finetune/finetune_unit.h"
 #include "model_io/model_dir.h"
@@ -29,16 +30,22 @@ using testing::SmallTokenizer;
 
 // A model directory as --init sees it: config.json of a small model,
 // spiece.model, and (unless `rules` is null) the config.yaml of the run that
-// trained it with those text rules.
+// trained it with those text rules, its spiece.model recording them as
+// `xlnet-data tokenizer` does; with null rules, a tokenizer made elsewhere
+// (no record).
 void WriteInitDir(const std::string& dir, const DataConfig* rules) {
   XLNetConfig model = xlnet::testing::TinyConfig();
   model.vocab_size = 1000;  // the test tokenizer's
   ASSERT_TRUE(MakeDirs(dir).ok());
   ASSERT_TRUE(
       WriteFileAtomic(dir + "/config.json", ModelConfigToJson(model)).ok());
-  ASSERT_TRUE(
-      WriteFileAtomic(dir + "/spiece.model", SmallTokenizer().model_bytes())
-          .ok());
+  auto tokenizer =
+      rules == nullptr
+          ? data::WithoutTextRules(SmallTokenizer().model_bytes())
+          : data::RecordTextRules(SmallTokenizer().model_bytes(),
+                                  {rules->uncased, rules->keep_accents});
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  ASSERT_TRUE(WriteFileAtomic(dir + "/spiece.model", *tokenizer).ok());
   if (rules != nullptr) {
     Config trained;
     trained.model = model;
@@ -86,14 +93,13 @@ TEST(FinetuneTextRulesTest, UncasedModelEncodesBothCasesAlike) {
   EXPECT_FALSE(torch::equal(cased_ids[0], cased_ids[1]));
 }
 
-TEST(FinetuneTextRulesTest, ModelRulesWinOverTheRunConfig) {
+TEST(FinetuneTextRulesTest, ModelRulesAreTakenAndAContradictionRefused) {
   xlnet::testing::TempDir tmp;
   DataConfig uncased;
   uncased.uncased = true;
   uncased.keep_accents = true;
   WriteInitDir(tmp.path(), &uncased);
-  auto config = LoadFinetuneConfig(
-      "", {"data.uncased=false", "data.keep_accents=false"}, tmp.path());
+  auto config = LoadFinetuneConfig("", {"data.uncased=true"}, tmp.path());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->data.uncased);
   EXPECT_TRUE(config->data.keep_accents);
@@ -105,6 +111,18 @@ TEST(FinetuneTextRulesTest, ModelRulesWinOverTheRunConfig) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_TRUE((*tokenizer)->rules().uncased);
   EXPECT_TRUE((*tokenizer)->rules().keep_accents);
+  // A run config that says otherwise is refused, naming it and the
+  // tokenizer whose record decides.
+  auto refused =
+      LoadFinetuneConfig("", {"data.keep_accents=false"}, tmp.path());
+  ASSERT_FALSE(refused.ok());
+  const std::string msg(refused.status().message());
+  EXPECT_NE(msg.find("data.keep_accents (--set data.keep_accents=false) says "
+                     "keep_accents=false but the tokenizer " +
+                     tmp.Join("spiece.model") +
+                     " was trained with keep_accents=true"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(FinetuneTextRulesTest, WithoutConfigYamlTheRunConfigDecides) {
@@ -131,9 +149,16 @@ TEST(FinetuneTextRulesTest, HfTokenizerConfigDecidesWithoutConfigYaml) {
                                   "do_lower_case": true,
                                   "keep_accents": false})")
                   .ok());
-  auto config = LoadFinetuneConfig("", {"data.uncased=false"}, tmp.path());
+  auto config = LoadFinetuneConfig("", {}, tmp.path());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->data.uncased);
+  auto refused = LoadFinetuneConfig("", {"data.uncased=false"}, tmp.path());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("says uncased=false but " +
+                                            tmp.Join("tokenizer_config.json") +
+                                            " says uncased=true"),
+            std::string::npos)
+      << refused.status();
   const auto ids = EncodeBothCases(tmp.path(), {});
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_TRUE(torch::equal(ids[0], ids[1]));
@@ -224,7 +249,9 @@ TEST(FinetuneTokenizerTest, ADifferentTokenizerOfTheSameSizeIsRefused) {
   const std::string other_path = tmp.Join("other.model");
   const std::string same_path = tmp.Join("same.model");
   ASSERT_TRUE(WriteFileAtomic(other_path, *other_bytes).ok());
-  ASSERT_TRUE(WriteFileAtomic(same_path, SmallTokenizer().model_bytes()).ok());
+  auto same = ReadFile(init + "/spiece.model");
+  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_TRUE(WriteFileAtomic(same_path, *same).ok());
 
   auto config = LoadFinetuneConfig("", {}, init);
   ASSERT_TRUE(config.ok()) << config.status();

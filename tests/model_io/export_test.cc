@@ -687,6 +687,62 @@ TEST_F(ExportTest, CasingWithoutARunConfig) {
   EXPECT_FALSE(PathExists(o.out));
 }
 
+// A tokenizer that records its casing (xlnet-data tokenizer) is the one
+// source: with no config.yaml and no flag its record is written; a
+// config.yaml or a flag that contradicts it is an error naming both.
+TEST_F(ExportTest, CasingFromTheTokenizersRecord) {
+  const auto recording = [](bool uncased) {
+    return [uncased](const std::string& bytes, const std::string& path)
+               -> absl::StatusOr<std::optional<TokenizerCasing>> {
+      if (bytes != kTokenizerBytes) {
+        return absl::InvalidArgumentError(path + ": not the fixture");
+      }
+      return TokenizerCasing{uncased, false};
+    };
+  };
+  const std::string tokenizer = run_ + "/" + kTokenizerFile;
+  // The run's config.yaml agrees (pretraining writes the shards' rules).
+  WriteRunConfig(/*uncased=*/true);
+  auto o = Options("recorded");
+  o.tokenizer_casing = recording(true);
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->run_config, tokenizer);
+  EXPECT_EQ(Json(o.out + "/tokenizer_config.json")["do_lower_case"], true);
+  // No config.yaml, no flags: the record alone decides.
+  ASSERT_TRUE(RemoveAll(run_ + "/config.yaml").ok());
+  o = Options("record_only");
+  o.tokenizer_casing = recording(true);
+  summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(Json(o.out + "/tokenizer_config.json")["do_lower_case"], true);
+  EXPECT_EQ(Json(o.out + "/tokenizer_config.json")["keep_accents"], false);
+  // A flag that contradicts the record.
+  o = Options("flag_clash");
+  o.tokenizer_casing = recording(true);
+  o.uncased = false;
+  auto s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(
+      s.status().message(),
+      "--uncased=false disagrees with uncased: true in " + tokenizer))
+      << s.status();
+  EXPECT_FALSE(PathExists(o.out));
+  // A config.yaml that contradicts the record.
+  WriteRunConfig(/*uncased=*/false);
+  o = Options("yaml_clash");
+  o.tokenizer_casing = recording(true);
+  s = ExportModel(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(),
+                                "data.uncased=false in " + run_ +
+                                    "/config.yaml disagrees with uncased: "
+                                    "true in " +
+                                    tokenizer))
+      << s.status();
+  EXPECT_FALSE(PathExists(o.out));
+}
+
 // The model card says the architecture, the casing, the steps trained and
 // the run's evaluations; a fine-tuned model's model_max_length is
 // finetune.max_seq_length.

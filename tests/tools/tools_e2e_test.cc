@@ -12,6 +12,7 @@
 
 #include "common/file_util.h"
 #include "common/safetensors.h"
+#include "data_pipeline/tokenizer_rules.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -419,7 +420,8 @@ void CopyTree(const std::string& from, const std::string& to) {
   ASSERT_EQ(RunCommand("cp -a '" + from + "' '" + to + "'").exit_code, 0);
 }
 
-// A model pretrained uncased (its checkpoint's config.yaml says so) is
+// A model pretrained uncased (its checkpoint's config.yaml says so, and its
+// spiece.model records it as `xlnet-data tokenizer --uncased` does) is
 // fine-tuned on lowercased text: "Hello" and "hello" get the same ids, so
 // the same probabilities. Runs without --config (the defaults apply; the
 // model section is --init's), with a CSV input.
@@ -434,6 +436,12 @@ TEST_F(FinetuneE2ETest, UncasedModelGetsLowercasedText) {
   uncased_yaml.replace(at, 14, "uncased: true");
   ASSERT_TRUE(
       WriteFileAtomic(tmp.Join("uncased/config.yaml"), uncased_yaml).ok());
+  auto tokenizer = ReadFile(tmp.Join("uncased/spiece.model"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto recorded = data::RecordTextRules(*tokenizer, {true, false});
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  ASSERT_TRUE(
+      WriteFileAtomic(tmp.Join("uncased/spiece.model"), *recorded).ok());
   // Edited by hand: without the manifest that no longer matches it (read
   // unverified, as a HuggingFace directory is).
   ASSERT_TRUE(RemoveAll(tmp.Join("uncased/checksums.json")).ok());
