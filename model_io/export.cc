@@ -665,11 +665,16 @@ std::string CardDataSection(const ExportSummary& summary,
       "`)\n- uncased (do_lower_case): ", casing.uncased ? "true" : "false",
       "\n- keep_accents: ", casing.keep_accents ? "true" : "false", "\n");
   if (run.config_path.empty()) {
+    // summary.run_config: where the casing came from (the tokenizer's
+    // record, tokenizer_config.json, or nothing: the command line).
     absl::StrAppend(
         &text, "- casing from ",
-        run.tokenizer_config_path.empty()
+        summary.run_config.empty()
             ? std::string("the command line")
-            : absl::StrCat("`", names.Name(run.tokenizer_config_path), "`"),
+            : absl::StrCat("`", names.Name(summary.run_config), "`",
+                           summary.run_config == summary.tokenizer
+                               ? " (the casing it records)"
+                               : ""),
         " (no run config found); ",
         loaded.fine_tuned ? "max_seq_length" : "seq_len", " unknown\n");
   } else if (loaded.fine_tuned) {
