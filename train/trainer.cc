@@ -426,6 +426,50 @@ absl::Status Trainer::SaveBest(const std::map<std::string, double>& eval) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Every rank of a launch against rank 0: the same resolved config and
+// training data (else all stop, naming both), then rank 0's weights.
+absl::Status StartLikeRankZero(ProcessGroup& group, TrainUnit& unit,
+                               const std::string& config_yaml) {
+  XLNET_RETURN_IF_ERROR(group.CheckSameOnAllRanks("config", config_yaml));
+  const TrainingData data = unit.Data();
+  XLNET_RETURN_IF_ERROR(group.AgreeWithRank0(
+      "the training data", data.key, data.description,
+      "every rank must read the same corpus (a path all ranks share, "
+      "with the same contents)"));
+  return CatchExceptions("broadcasting parameters", [&]() {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : unit.StateDict()) {
+      std::vector<torch::Tensor> t = {tensor};
+      group.Broadcast(t, 0);
+    }
+    return absl::OkStatus();
+  });
+}
+
+// The value of `metric` that RUN/best holds (best.json), if it holds one for
+// that metric.
+absl::StatusOr<std::optional<double>> KeptBestValue(const std::string& run_dir,
+                                                    const std::string& metric) {
+  const std::string best =
+      absl::StrCat(RunPath(run_dir, kBestDir), "/", kBestStateFile);
+  if (!PathExists(best)) return std::nullopt;
+  XLNET_ASSIGN_OR_RETURN(std::string text, ReadFile(best, kMaxConfigFileBytes));
+  absl::StatusOr<nlohmann::json> j = ParseJson(text, best);
+  if (!j.ok()) return absl::DataLossError(j.status().message());
+  if (!j->is_object() || !j->contains("metric") ||
+      !(*j)["metric"].is_string() || !j->contains("value") ||
+      !(*j)["value"].is_number()) {
+    return absl::DataLossError(absl::StrCat(
+        best, ": expected a string 'metric' and a number 'value'"));
+  }
+  if ((*j)["metric"].get<std::string>() != metric) return std::nullopt;
+  return (*j)["value"].get<double>();
+}
+
+}  // namespace
+
 absl::Status Trainer::Prepare() {
   if (options_.train.patience > 0 && options_.best_metric.empty()) {
     return absl::InvalidArgumentError(
@@ -471,41 +515,12 @@ absl::Status Trainer::Prepare() {
   }
   if (group_ && world_size() > 1) {
     XLNET_RETURN_IF_ERROR(
-        group_->CheckSameOnAllRanks("config", options_.config_yaml));
-    const TrainingData data = unit_->Data();
-    XLNET_RETURN_IF_ERROR(group_->AgreeWithRank0(
-        "the training data", data.key, data.description,
-        "every rank must read the same corpus (a path all ranks share, "
-        "with the same contents)"));
-    // Every rank starts from rank 0's weights.
-    XLNET_RETURN_IF_ERROR(CatchExceptions("broadcasting parameters", [&]() {
-      torch::NoGradGuard no_grad;
-      for (auto& [name, tensor] : unit_->StateDict()) {
-        std::vector<torch::Tensor> t = {tensor};
-        group_->Broadcast(t, 0);
-      }
-      return absl::OkStatus();
-    }));
+        StartLikeRankZero(*group_, *unit_, options_.config_yaml));
   }
   if (!options_.best_metric.empty() && !options_.resume.empty()) {
     // A resumed run competes with the best model the run already kept.
-    const std::string best =
-        absl::StrCat(RunPath(options_.run_dir, kBestDir), "/", kBestStateFile);
-    if (PathExists(best)) {
-      XLNET_ASSIGN_OR_RETURN(std::string text,
-                             ReadFile(best, kMaxConfigFileBytes));
-      absl::StatusOr<nlohmann::json> j = ParseJson(text, best);
-      if (!j.ok()) return absl::DataLossError(j.status().message());
-      if (!j->is_object() || !j->contains("metric") ||
-          !(*j)["metric"].is_string() || !j->contains("value") ||
-          !(*j)["value"].is_number()) {
-        return absl::DataLossError(absl::StrCat(
-            best, ": expected a string 'metric' and a number 'value'"));
-      }
-      if ((*j)["metric"].get<std::string>() == options_.best_metric) {
-        best_value_ = (*j)["value"].get<double>();
-      }
-    }
+    XLNET_ASSIGN_OR_RETURN(
+        best_value_, KeptBestValue(options_.run_dir, options_.best_metric));
   }
   if (!restored.empty()) {
     XLNET_RETURN_IF_ERROR(Restore(restored, verified));

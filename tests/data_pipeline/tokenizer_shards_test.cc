@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -68,7 +69,16 @@ Env& GetEnv() {
     const int lock = ::open((cache + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
     if (lock < 0 || ::flock(lock, LOCK_EX) != 0) std::abort();
     env.tokenizer = cache + "/spiece.model";
-    if (!Tokenizer::Load(env.tokenizer).ok()) {
+    // Trained again when this binary is newer than the cached file: a
+    // rebuilt binary may train another tokenizer (e.g. one that records its
+    // text rules), which the tests must see.
+    struct stat cached, self;
+    const bool stale = ::stat(env.tokenizer.c_str(), &cached) != 0 ||
+                       ::stat("/proc/self/exe", &self) != 0 ||
+                       cached.st_mtim.tv_sec < self.st_mtim.tv_sec ||
+                       (cached.st_mtim.tv_sec == self.st_mtim.tv_sec &&
+                        cached.st_mtim.tv_nsec < self.st_mtim.tv_nsec);
+    if (stale || !Tokenizer::Load(env.tokenizer).ok()) {
       TokenizerTrainOptions o;
       o.inputs = {SamplePath()};
       o.vocab_size = 1000;
