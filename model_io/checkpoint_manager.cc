@@ -28,6 +28,26 @@ CheckpointManager::CheckpointManager(std::string run_dir, int64_t keep)
       keep_(keep),
       free_bytes_(FreeBytes) {}
 
+namespace {
+
+// Removes the checkpoints of `manager` beyond the newest `keep` (0: keep
+// all), each atomically, except the newest one before `keep_newest_before`.
+absl::Status Prune(const CheckpointManager& manager, int64_t keep,
+                   std::optional<int64_t> keep_newest_before) {
+  if (keep <= 0) return absl::OkStatus();
+  const std::vector<int64_t> steps = manager.ListSteps();
+  const std::optional<int64_t> last_good =
+      keep_newest_before ? manager.NewestBefore(*keep_newest_before)
+                         : std::nullopt;
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
+    if (steps[i] == last_good) continue;
+    XLNET_RETURN_IF_ERROR(RemoveAllAtomically(manager.StepDir(steps[i])));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 std::string CheckpointManager::StepDir(int64_t step) const {
   return absl::StrCat(checkpoints_dir_, "/step_", step);
 }
@@ -43,9 +63,12 @@ absl::Status CheckpointManager::Save(int64_t step,
                                      const std::string& config_json,
                                      const CheckpointContents& contents) {
   XLNET_RETURN_IF_ERROR(MakeDirs(checkpoints_dir_));
-  // A save killed mid-way (on a full disk, say) left its temporary behind;
-  // it goes first, or this save would run short of the same space.
+  // A save killed mid-way (on a full disk, say) left its temporary behind,
+  // and one killed after its commit left the checkpoints it would have
+  // pruned: both go first, or this save would run short of the same space
+  // at every restart.
   XLNET_RETURN_IF_ERROR(CleanStaleTemps(checkpoints_dir_).status());
+  XLNET_RETURN_IF_ERROR(Prune(*this, keep_, keep_newest_before_));
   XLNET_RETURN_IF_ERROR(CheckFreeSpace(step));
   XLNET_RETURN_IF_ERROR(WriteModelDir(
       StepDir(step), config_json, contents.model,
@@ -71,16 +94,7 @@ absl::Status CheckpointManager::Save(int64_t step,
         // WriteModelDir writes checksums.json last.
         return absl::OkStatus();
       }));
-  if (keep_ > 0) {
-    std::vector<int64_t> steps = ListSteps();
-    const std::optional<int64_t> last_good =
-        keep_newest_before_ ? NewestBefore(*keep_newest_before_) : std::nullopt;
-    for (size_t i = 0; i + keep_ < steps.size(); ++i) {
-      if (steps[i] == last_good) continue;
-      XLNET_RETURN_IF_ERROR(RemoveAllAtomically(StepDir(steps[i])));
-    }
-  }
-  return absl::OkStatus();
+  return Prune(*this, keep_, keep_newest_before_);
 }
 
 std::optional<int64_t> CheckpointManager::NewestBefore(int64_t step) const {

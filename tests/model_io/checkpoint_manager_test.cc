@@ -275,6 +275,25 @@ TEST(CheckpointTest, StaleTemporaryFreesSpaceForTheNextSave) {
   EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{4, 5}));
 }
 
+// A save killed after its commit but before pruning leaves keep + 1
+// checkpoints. On a disk with room for keep + 1 of them (plus a little),
+// the next save fits only because the old checkpoint is pruned before the
+// space is checked; otherwise every restart would fail the same way (seen
+// with scripts/kill_loop.sh on a small tmpfs).
+TEST(CheckpointTest, CheckpointsLeftUnprunedGoBeforeTheNextSave) {
+  testing::TempDir tmp;
+  CheckpointManager unpruned(tmp.path(), /*keep=*/0);
+  for (int64_t step : {2, 4, 6}) {
+    ASSERT_TRUE(unpruned.Save(step, TinyModel(), Contents(step)).ok());
+  }
+  const uint64_t checkpoint = TreeBytes(unpruned.StepDir(6));
+  CheckpointManager manager(tmp.path(), /*keep=*/2);
+  manager.set_free_bytes_function(FakeDisk(3 * checkpoint + 100));
+  const absl::Status status = manager.Save(8, TinyModel(), Contents(8));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{6, 8}));
+}
+
 // Too little space for another checkpoint as large as the newest: an error
 // with the numbers, before anything is written.
 TEST(CheckpointTest, TooLittleFreeSpaceFailsBeforeWriting) {
