@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# One GPU window, one phase per call, each well under 10 minutes: results as
+# JSON and logs under $OUT (default runs/gpu_window), a short table last.
+#
+#   scripts/gpu_window.sh env        # the machine, the binaries' libraries
+#   scripts/gpu_window.sh A          # kernels against their CPU code,
+#                                    # compute-sanitizer, matmul peaks, copy
+#                                    # bandwidth
+#   scripts/gpu_window.sh B          # xlnet-bench at the base preset: each
+#                                    # variant, baseline rerun beside it
+#   scripts/gpu_window.sh C          # compare_hf.py on the best path, bf16
+#                                    # loss against fp32, two-run determinism
+#   scripts/gpu_window.sh A B        # several phases in one call
+#
+# Binaries: XLNET_GPU_BIN (default build-cuda/bin; built by
+# scripts/setup_cuda.sh --no-check when missing). XLNET_GPU_BASELINE_BIN,
+# when set, holds the binaries of the code before a change: phase B runs
+# them beside the new ones, interleaved (base, new, base, new), so the
+# spread between two runs of one binary shows next to the difference.
+# XLNET_GPU_LIB: extra library folders (':'-separated) the binaries need
+# (e.g. Debian's absl, ICU, SentencePiece, yaml-cpp copied beside binaries
+# built elsewhere); LibTorch's own folder is taken from python3's torch.
+# XLNET_GPU_DATA: prepared shards for the benchmark (xlnet-data prepare);
+# default: prepared here from data/sample/brown_sample.txt.
+# XLNET_GPU_VARIANTS: phase B's variants, ';'-separated "name:--set k=v ..."
+# (default below). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
+# that run CUDA kernels against their CPU implementations.
+#
+# XLNET_GPU_DRY_RUN=1 runs every phase on the CPU with tiny sizes, to check
+# the script itself on a machine without a GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/gpu_window}
+mkdir -p "$OUT"
+BIN=${XLNET_GPU_BIN:-build-cuda/bin}
+BASE_BIN=${XLNET_GPU_BASELINE_BIN:-}
+DRY=${XLNET_GPU_DRY_RUN:-0}
+PY=${PYTHON:-python3}
+check() {  # check NAME: records a failed step (call right after it)
+  local rc=$?
+  if ((rc != 0)); then
+
+    echo "gpu_window: '$1' failed (exit $rc)"
+  fi
+}
+run_logged() {  # run_logged LOG CMD...: the command's output into LOG
+  local log=$1
+  shift
+  "$@" > "$log" 2>&1
+}
+# Every command's time, so the window's budget can be planned from the log.
+timed() {  # timed NAME CMD...
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  local rc=$?
+  echo "gpu_window: $name took $((SECONDS - start)) s (exit $rc)"
+  return $rc
+}
+
+if ((DRY)); then
+  DEVICE=cpu
+  CONFIG=configs/tiny.yaml
+  STEPS=(--steps 3 --warmup 1)
+else
+  DEVICE=cuda
+  CONFIG=configs/xlnet-base.yaml
+  STEPS=(--steps 10 --warmup 3)
+fi
+
+torch_lib=$($PY -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)
+# The CUDA libraries of pip's nvidia-* wheels (cudart, cuBLAS, NCCL, ...),
+# which binaries linked against that LibTorch need too.
+nvidia_libs=$($PY -c 'import glob, os, nvidia; print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "**", "lib*.so*"), recursive=True)})))' 2>/dev/null)
+export LD_LIBRARY_PATH=${XLNET_GPU_LIB:+$XLNET_GPU_LIB:}${torch_lib:+$torch_lib:}${nvidia_libs:+$nvidia_libs:}${LD_LIBRARY_PATH:-}
+
+if [[ ! -x "$BIN/xlnet-bench" ]]; then
+  timed build scripts/setup_cuda.sh --no-check --no-apt --python "$PY" \
+    --build-dir "$(dirname "$BIN")" || exit 1
+fi
+
+DATA=${XLNET_GPU_DATA:-$OUT/data}
+prepare_data() {
+  [[ -e "$DATA/manifest.json" ]] && return 0
+  "$BIN/xlnet-data" tokenizer --input data/sample/brown_sample.txt \
+    --vocab_size 1000 --out "$OUT/spiece.model" &&
+    "$BIN/xlnet-data" prepare --input data/sample/brown_sample.txt \
+      --tokenizer "$OUT/spiece.model" --out "$DATA"
+}
+
+phase_env() {
+  echo "== env"
+  nvidia-smi 2>&1 | head -15
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0))'
+  for dir in "$BIN" ${BASE_BIN:+"$BASE_BIN"}; do
+    for b in "$dir"/*; do
+      [[ -x "$b" && -f "$b" ]] || continue
+      missing=$(ldd "$b" 2>/dev/null | grep "not found")
+      [[ -z "$missing" ]] || { echo "$b: $missing"; false; }
+    done
+  done
+  check "env: libraries"
+  "$BIN/xlnet-inspect" --runtime 2>&1 | tee "$OUT/runtime.txt"
+  check "env: runtime"
+}
+
+phase_A() {
+  echo "== A: kernels against their CPU implementations"
+  local filter=${XLNET_GPU_KERNEL_TESTS:-'*Cuda*:*Fused*:*Sdpa*:*PositionBias*'}
+  XLNET_TEST_DEVICE=$DEVICE timed "A kernels" run_logged "$OUT/A_kernels.log" \
+    "$BIN/xlnet_model_test" --gtest_filter="$filter" \
+    --gtest_output="json:$OUT/A_kernels.json"
+  check "A: kernel tests"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/A_kernels.log"
+  local sanitize=${XLNET_GPU_SANITIZER_TESTS:-*Fused*Cuda*}
+  if ((!DRY)) && command -v compute-sanitizer > /dev/null &&
+    "$BIN/xlnet_model_test" --gtest_list_tests --gtest_filter="$sanitize" |
+    grep -q "^  "; then
+    XLNET_TEST_DEVICE=cuda timed "A sanitizer" run_logged \
+      "$OUT/A_sanitizer.log" compute-sanitizer --tool memcheck \
+      --error-exitcode 9 "$BIN/xlnet_model_test" \
+      --gtest_filter="$sanitize"
+    check "A: compute-sanitizer"
+    tail -n 3 "$OUT/A_sanitizer.log"
+  fi
+  echo "== A: matmul peaks and copy bandwidth"
+  timed "A peaks" $PY - "$DEVICE" "$OUT/A_peaks.json" <<'PY'
+import json, sys, torch
+dev = sys.argv[1]
+out = {}
+def bench(fn, reps):
+    fn()
+    if dev == "cuda":
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(reps):
+            s.record(); fn(); e.record(); e.synchronize()
+            times.append(s.elapsed_time(e) / 1e3)
+    else:
+        import time
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter(); fn(); times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2]
+shapes = [("8192^3", 8192, 8192, 8192)] if dev == "cuda" else [("512^3", 512, 512, 512)]
+# The base preset's products (tokens x in -> out): q/k/v/o and FFN over
+# B*L = 16384 rows (and B*(M+L) = 28672 for keys/values).
+if dev == "cuda":
+    shapes += [("ffn1 16384x768x3072", 16384, 768, 3072),
+               ("ffn2 16384x3072x768", 16384, 3072, 768),
+               ("kv 28672x768x1536", 28672, 768, 1536),
+               ("q 16384x768x768", 16384, 768, 768)]
+for dtype in (torch.bfloat16, torch.float32):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for name, m, k, n in shapes:
+        a = torch.randn(m, k, device=dev, dtype=dtype)
+        b = torch.randn(k, n, device=dev, dtype=dtype)
+        t = bench(lambda: a @ b, 20)
+        out[f"{name} {str(dtype)[6:]} TFLOP/s"] = round(2 * m * k * n / t / 1e12, 3)
+n = (1 << 30) if dev == "cuda" else (1 << 24)
+x = torch.randn(n // 4, device=dev)
+y = torch.empty_like(x)
+t = bench(lambda: y.copy_(x), 20)
+out["d2d copy GB/s (read+write)"] = round(2 * n / t / 1e9, 1)
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+PY
+  check "A: peaks"
+  cat "$OUT/A_peaks.json"
+}
+
+# bench_run NAME BIN [--set ...]: one xlnet-bench run at the preset.
+bench_run() {
+  local name=$1 bin=$2
+  shift 2
+  local log=$OUT/B_$name.log
+  timed "B $name" run_logged "$log" "$bin/xlnet-bench" --config "$CONFIG" \
+    --data "$DATA" "${STEPS[@]}" --matmul_seconds 1 \
+    --set "train.device=$DEVICE" --json "$OUT/B_$name.json" "$@"
+  check "B: $name"
+  tail -n 1 "$log"
+}
+
+phase_B() {
+  echo "== B: xlnet-bench ($CONFIG on $DEVICE)"
+  prepare_data || { echo "gpu_window: 'B: data' failed"; return; }
+  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused"}
+  local round spec name args
+  for round in 1 2; do
+    IFS=';' read -ra specs <<< "$variants"
+    for spec in "${specs[@]}"; do
+      name=${spec%%:*}
+      read -ra args <<< "${spec#*:}"
+      if [[ -n "$BASE_BIN" ]]; then
+        bench_run "base_${name}_$round" "$BASE_BIN" "${args[@]}"
+      fi
+      bench_run "new_${name}_$round" "$BIN" "${args[@]}"
+    done
+    ((${XLNET_GPU_ROUNDS:-2} >= 2)) || break
+  done
+  if [[ -n "${XLNET_GPU_PROFILE:-}" ]]; then
+    # XLNET_GPU_PROFILE="name:--set ...": the kernels of 2 more steps.
+    name=${XLNET_GPU_PROFILE%%:*}
+    read -ra args <<< "${XLNET_GPU_PROFILE#*:}"
+    bench_run "profile_$name" "$BIN" "${args[@]}" --profile_steps 2 \
+      --profile_top 40
+    sed -n '/kernel\|operator/,$p' "$OUT/B_profile_$name.log" | head -60 \
+      > "$OUT/B_profile_$name.txt"
+  fi
+}
+
+phase_C() {
+  echo "== C: HuggingFace in the same invocation, loss, determinism"
+  prepare_data || { echo "gpu_window: 'C: data' failed"; return; }
+  local best_default="--set train.dtype=bf16 --set train.attention=sdpa"
+  ((DRY)) && best_default="--set train.dtype=bf16"
+  local best=${XLNET_GPU_BEST:-$best_default}
+  read -ra args <<< "$best"
+  timed "C compare_hf" run_logged "$OUT/C_compare_hf.log" $PY \
+    bench/compare_hf.py --config "$CONFIG" "${STEPS[@]:0:2}" \
+    --bench "$BIN/xlnet-bench" --set "train.device=$DEVICE" "${args[@]}"
+  check "C: compare_hf"
+  tail -n 4 "$OUT/C_compare_hf.log"
+  local n=${XLNET_GPU_DET_STEPS:-200}
+  for run in 1 2; do
+    rm -rf "$OUT/C_det_$run"
+    timed "C determinism $run" run_logged "$OUT/C_det_$run.log" \
+      "$BIN/xlnet-pretrain" --config configs/tiny.yaml --data "$DATA" \
+      --out "$OUT/C_det_$run" --set "train.device=$DEVICE" "${args[@]}" \
+      --set "train.max_steps=$n" --set train.save_steps=$n \
+      --set train.eval_steps=0 --set train.log_steps=$n
+    check "C: determinism run $run"
+  done
+  local w=checkpoints/step_$n/model.safetensors
+  if cmp -s "$OUT/C_det_1/$w" "$OUT/C_det_2/$w"; then
+    echo "C: two identical runs: bit-identical weights" | tee "$OUT/C_det.txt"
+  else
+    echo "C: two identical runs: weights differ" | tee "$OUT/C_det.txt"
+  fi
+}
+
+summary() {
+  $PY - "$OUT" <<'PY'
+import glob, json, os, sys
+rows = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "B_*.json"))):
+    try:
+        j = json.load(open(path))
+    except Exception as e:
+        rows.append((os.path.basename(path), "unreadable", "", "", "", ""))
+        continue
+    rows.append((os.path.basename(path)[2:-5],
+                 f"{j.get('tokens_per_sec', 0):,.0f}",
+                 f"{j.get('step_seconds_median', 0) * 1e3:.1f}",
+                 f"{j.get('step_cpu_seconds_median', 0) * 1e3:.1f}",
+                 f"{100 * j.get('fraction_of_matmul_peak', 0):.1f}%",
+                 f"{j.get('gpu_peak_allocated_mb', -1):,.0f}"))
+if rows:
+    print(f"{'run':28} {'tokens/s':>10} {'ms/step':>8} {'cpu ms':>8} {'of peak':>8} {'peak MiB':>9}")
+    for r in rows:
+        print(f"{r[0]:28} {r[1]:>10} {r[2]:>8} {r[3]:>8} {r[4]:>8} {r[5]:>9}")
+PY
+}
+
+(($# > 0)) || { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+for phase in "$@"; do
+  case $phase in
+    env) phase_env ;;
+    A) phase_A ;;
+    B) phase_B ;;
+    C) phase_C ;;
+    *) echo "unknown phase '$phase' (env, A, B, C)"; exit 2 ;;
+  esac
+done 2>&1 | tee "$OUT/gpu_window.log"
+summary | tee "$OUT/summary.txt"
+if grep -q "^gpu_window: '.*' failed" "$OUT/gpu_window.log"; then
+  echo "gpu_window: FAILED: $(grep "^gpu_window: '.*' failed" "$OUT/gpu_window.log" | sed "s/gpu_window: '\(.*\)' failed.*/\1/" | paste -sd,)"
+  exit 1
+fi
+echo "gpu_window: all steps passed ($OUT)"
