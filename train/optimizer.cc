@@ -137,12 +137,15 @@ void AdamW::StepGroup(Group& group, const std::vector<size_t>& index,
   }
   const double wd = group.weight_decay;
 #if TORCH_VERSION_MAJOR >= 2
-  // The fused kernel walks each tensor as a flat array: every tensor of the
-  // group contiguous, gradients in the parameters' dtype.
+  // The fused kernel walks each tensor as a flat array and refuses (throws
+  // for) tensors that differ in dtype, sizes or strides, and empty ones:
+  // such a group takes the multi-tensor ops below instead.
   bool fused = group.device.is_cuda();
   for (size_t k = 0; fused && k < p.size(); ++k) {
-    fused = p[k].is_contiguous() && g[k].is_contiguous() &&
-            g[k].scalar_type() == group.dtype;
+    fused =
+        p[k].numel() > 0 && p[k].is_contiguous() &&
+        g[k].scalar_type() == group.dtype && g[k].strides() == p[k].strides() &&
+        m[k].strides() == p[k].strides() && v[k].strides() == p[k].strides();
   }
   if (fused) {
     if (!group.step_count.defined()) {
