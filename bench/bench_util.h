@@ -66,6 +66,14 @@ inline double ProcessCpuSeconds() {
          (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// CPU time (user + system) of the calling thread alone.
+inline double ThreadCpuSeconds() {
+  struct rusage u = {};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 // PLM inputs like XLNet's _local_perm over the whole row: a random order, the
 // last P positions of the order are the targets (target_mapping sorted by
 // position), two segments, no padding.

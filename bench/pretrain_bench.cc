@@ -161,9 +161,12 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   absl::Status profile_status;
   std::string profile_report;
   std::vector<xlnet::StepTiming> timings;
-  // Process CPU time (all threads) between consecutive step ends.
-  std::vector<double> cpu_seconds;
+  // Process CPU time (all threads) between consecutive step ends, and the
+  // CPU time of this thread alone (the one that runs the steps: the host
+  // side of forward, backward and the optimizer).
+  std::vector<double> cpu_seconds, host_seconds;
   double cpu_mark = xlnet::bench::ProcessCpuSeconds();
+  double host_mark = xlnet::bench::ThreadCpuSeconds();
   xlnet::TrainerOptions options;
   options.train = config.train;
   options.config_yaml = xlnet::RunConfigYaml(unit_options.config, rank);
@@ -187,10 +190,15 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
     const double cpu_now = xlnet::bench::ProcessCpuSeconds();
     cpu_seconds.push_back(cpu_now - cpu_mark);
     cpu_mark = cpu_now;
+    const double host_now = xlnet::bench::ThreadCpuSeconds();
+    host_seconds.push_back(host_now - host_mark);
+    host_mark = host_now;
     if (env.rank == 0) {
       std::cout << absl::StrFormat(
-          "step %d: %.3f s (CPU %.3f s), loss %.4f%s\n", t.step, t.seconds,
-          cpu_seconds.back(), t.loss, t.step <= f.warmup ? " (warm-up)" : "");
+          "step %d: %.3f s (host %.3f s, CPU %.3f s, read wait %.4f s), "
+          "loss %.4f%s\n",
+          t.step, t.seconds, host_seconds.back(), cpu_seconds.back(),
+          t.read_seconds, t.loss, t.step <= f.warmup ? " (warm-up)" : "");
     }
     if (t.step == timed_end) {
       gpu_peak = xlnet::bench::ReadGpuMemoryPeak(device);
@@ -206,13 +214,16 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   XLNET_RETURN_IF_ERROR(profile_status);
   if (!profile_report.empty()) std::cout << profile_report << std::flush;
 
-  std::vector<double> step_seconds, step_cpu_seconds;
+  std::vector<double> step_seconds, step_cpu_seconds, step_host_seconds,
+      step_read_seconds;
   double tokens = 0, seconds = 0;
   for (size_t i = 0; i < timings.size(); ++i) {
     const auto& t = timings[i];
     if (t.step <= f.warmup) continue;
     step_seconds.push_back(t.seconds);
     step_cpu_seconds.push_back(cpu_seconds[i]);
+    step_host_seconds.push_back(host_seconds[i]);
+    step_read_seconds.push_back(t.read_seconds);
     tokens += t.tokens;
     seconds += t.seconds;
   }
@@ -277,6 +288,10 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   j["step_seconds"] = step_seconds;
   j["step_cpu_seconds_median"] = xlnet::bench::Median(step_cpu_seconds);
   j["step_cpu_seconds"] = step_cpu_seconds;
+  const double host_median = xlnet::bench::Median(step_host_seconds);
+  j["step_host_seconds_median"] = host_median;
+  j["step_host_seconds"] = step_host_seconds;
+  j["step_read_seconds_median"] = xlnet::bench::Median(step_read_seconds);
   j["peak_rss_mb"] = peak_rss_mb;
   j["peak_rss_scope"] = reset_rss ? "model, data pipeline and steps"
                                   : "whole process (VmHWM reset unavailable)";
@@ -326,12 +341,14 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
   j["config_yaml"] = xlnet::ConfigToYaml(config);
   XLNET_RETURN_IF_ERROR(xlnet::WriteFileAtomic(f.json_path, j.dump(2) + "\n"));
   std::cout << absl::StrFormat(
-      "xlnet-bench: %.0f tokens/s (median step %.3f s), peak RSS %.0f MiB, "
+      "xlnet-bench: %.0f tokens/s (median step %.3f s, host %.3f s, read "
+      "wait %.4f s), peak RSS %.0f MiB, "
       "%.3g model GFLOP/s = %.1f%% of the %.1f GFLOP/s %s matmul peak, "
       "data %.4f s/step (%.2f%% of a step)%s -> %s\n",
-      tokens_per_sec, step_median, peak_rss_mb, model_flops / 1e9,
-      100 * j["fraction_of_matmul_peak"].get<double>(), peak_gflops,
-      xlnet::EnumName(config.train.dtype), data_median,
+      tokens_per_sec, step_median, host_median,
+      j["step_read_seconds_median"].get<double>(), peak_rss_mb,
+      model_flops / 1e9, 100 * j["fraction_of_matmul_peak"].get<double>(),
+      peak_gflops, xlnet::EnumName(config.train.dtype), data_median,
       100 * j["data_fraction_of_step"].get<double>(),
       gpu_peak.allocated_mb >= 0
           ? absl::StrFormat(", GPU peak %.0f MiB allocated (%.0f reserved)",

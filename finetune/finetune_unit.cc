@@ -189,7 +189,8 @@ StepOutput FinetuneUnit::TrainStep() {
   StepOutput out;
   out.loss = head_->Losses(batch).sum();
   out.normalizer = static_cast<double>(n);
-  out.tokens = batch.attention_mask.sum().item<int64_t>();
+  // A device tensor: the trainer reads it with the step's other numbers.
+  out.tokens = batch.attention_mask.sum();
   return out;
 }
 

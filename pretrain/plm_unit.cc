@@ -265,13 +265,16 @@ StepOutput PlmUnit::Forward(const data::PlmBatch& batch,
       target.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   out.loss = (ce * target_mask.reshape({-1})).sum();
-  out.normalizer = target_mask.sum().item<double>();
+  // Tensors on the device, not host numbers: the trainer reads them with
+  // the step's other numbers in its one host read.
+  const torch::Tensor targets = target_mask.sum().to(torch::kFloat64);
+  out.normalizer = targets;
   {
     torch::NoGradGuard no_grad;
     const torch::Tensor correct =
         (logits.argmax(-1) == target).to(torch::kFloat) * target_mask;
     out.metrics["accuracy"] =
-        correct.sum().item<double>() / std::max(1.0, out.normalizer);
+        correct.sum().to(torch::kFloat64) / targets.clamp_min(1.0);
   }
   out.tokens = batch.input_ids.numel();
   return out;
@@ -331,9 +334,9 @@ std::map<std::string, double> PlmUnit::Evaluate() {
   for (int64_t i = 0; i < config_.train.eval_batches; ++i) {
     const data::PlmBatch batch = eval_->Next();
     StepOutput out = Forward(batch, &mems);
-    const double n = out.normalizer;
+    const double n = out.normalizer.Value();
     loss_sum += out.loss.item<double>();
-    correct += out.metrics["accuracy"] * n;
+    correct += out.metrics["accuracy"].Value() * n;
     targets += n;
     const torch::Tensor mask = batch.target_mask.to(torch::kFloat);
     unigram_loss -=

@@ -1,6 +1,10 @@
 #include "train/optimizer.h"
 
+#include <torch/version.h>
+
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <regex>
 
 #include "absl/strings/match.h"
@@ -8,6 +12,31 @@
 #include "absl/strings/str_join.h"
 
 namespace xlnet {
+
+namespace {
+
+// The gradients of `params` that are defined, in runs of one device and
+// dtype (in order of first appearance).
+std::vector<std::vector<torch::Tensor>> GradsByDeviceAndDtype(
+    const NamedTensors& params) {
+  std::vector<std::vector<torch::Tensor>> runs;
+  for (const auto& [name, p] : params) {
+    const torch::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const auto& run) {
+      return run[0].device() == g.device() &&
+             run[0].scalar_type() == g.scalar_type();
+    });
+    if (it == runs.end()) {
+      runs.push_back({g});
+    } else {
+      it->push_back(g);
+    }
+  }
+  return runs;
+}
+
+}  // namespace
 
 double ScheduledLearningRate(const TrainConfig& train, int64_t step) {
   const double lr = train.lr;
@@ -64,33 +93,95 @@ AdamW::AdamW(NamedTensors params, const TrainConfig& train)
         layer >= 0 ? std::pow(train.layer_decay, n_layer - 1 - layer) : 1.0);
     weight_decay_.push_back(UsesWeightDecay(name) ? train.weight_decay : 0.0);
   }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& p = params_[i].second;
+    auto same = [&](const Group& g) {
+      return g.lr_scale == lr_scale_[i] && g.weight_decay == weight_decay_[i] &&
+             g.device == p.device() && g.dtype == p.scalar_type();
+    };
+    auto it = std::find_if(groups_.begin(), groups_.end(), same);
+    if (it == groups_.end()) {
+      Group g;
+      g.lr_scale = lr_scale_[i];
+      g.weight_decay = weight_decay_[i];
+      g.device = p.device();
+      g.dtype = p.scalar_type();
+      groups_.push_back(std::move(g));
+      it = std::prev(groups_.end());
+    }
+    it->members.push_back(i);
+  }
 }
 
 void AdamW::Step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;
+  std::vector<size_t> index;
+  for (Group& group : groups_) {
+    index.clear();
+    for (size_t i : group.members) {
+      if (params_[i].second.grad().defined()) index.push_back(i);
+    }
+    if (!index.empty()) StepGroup(group, index, lr * group.lr_scale);
+  }
+}
+
+void AdamW::StepGroup(Group& group, const std::vector<size_t>& index,
+                      double step_lr) {
+  std::vector<torch::Tensor> p, g, m, v;
+  for (size_t i : index) {
+    p.push_back(params_[i].second);
+    g.push_back(params_[i].second.grad());
+    m.push_back(exp_avg_[i]);
+    v.push_back(exp_avg_sq_[i]);
+  }
+  const double wd = group.weight_decay;
+#if TORCH_VERSION_MAJOR >= 2
+  // The fused kernel walks each tensor as a flat array and refuses (throws
+  // for) tensors that differ in dtype, sizes or strides, and empty ones:
+  // such a group takes the multi-tensor ops below instead.
+  bool fused = group.device.is_cuda();
+  for (size_t k = 0; fused && k < p.size(); ++k) {
+    fused =
+        p[k].numel() > 0 && p[k].is_contiguous() &&
+        g[k].scalar_type() == group.dtype && g[k].strides() == p[k].strides() &&
+        m[k].strides() == p[k].strides() && v[k].strides() == p[k].strides();
+  }
+  if (fused) {
+    if (!group.step_count.defined()) {
+      group.step_count = torch::zeros(
+          {}, torch::TensorOptions(torch::kFloat).device(group.device));
+    }
+    // A fill kernel, not a host-to-device copy (which would sync).
+    group.step_count.fill_(static_cast<double>(steps_));
+    const std::vector<torch::Tensor> steps(p.size(), group.step_count);
+    at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, step_lr,
+                      beta1_, beta2_, wd, eps_, /*amsgrad=*/false,
+                      /*maximize=*/false, /*grad_scale=*/std::nullopt,
+                      /*found_inf=*/std::nullopt);
+    return;
+  }
+#endif
   const double bias1 = 1.0 - std::pow(beta1_, steps_);
   const double bias2 = 1.0 - std::pow(beta2_, steps_);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor& p = params_[i].second;
-    const torch::Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    const double step_lr = lr * lr_scale_[i];
-    exp_avg_[i].mul_(beta1_).add_(g, 1.0 - beta1_);
-    exp_avg_sq_[i].mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
-    if (weight_decay_[i] != 0.0) p.mul_(1.0 - step_lr * weight_decay_[i]);
-    const torch::Tensor denom =
-        (exp_avg_sq_[i].sqrt() / std::sqrt(bias2)).add_(eps_);
-    p.addcdiv_(exp_avg_[i], denom, -step_lr / bias1);
-  }
+  torch::_foreach_mul_(m, beta1_);
+  torch::_foreach_add_(m, g, 1.0 - beta1_);
+  torch::_foreach_mul_(v, beta2_);
+  torch::_foreach_addcmul_(v, g, g, 1.0 - beta2_);
+  if (wd != 0.0) torch::_foreach_mul_(p, 1.0 - step_lr * wd);
+  std::vector<torch::Tensor> denom = torch::_foreach_sqrt(v);
+  torch::_foreach_div_(denom, std::sqrt(bias2));
+  torch::_foreach_add_(denom, eps_);
+  torch::_foreach_addcdiv_(p, m, denom, -step_lr / bias1);
 }
 
 void AdamW::ZeroGrad() {
   for (auto& [name, p] : params_) {
-    if (p.grad().defined()) {
-      p.mutable_grad().detach_();
-      p.mutable_grad().zero_();
-    }
+    if (p.grad().defined()) p.mutable_grad().detach_();
+  }
+  // One multi-tensor zero per device and dtype instead of one per tensor.
+  for (const std::vector<torch::Tensor>& run : GradsByDeviceAndDtype(params_)) {
+    torch::_foreach_zero_(run);
   }
 }
 
@@ -149,16 +240,35 @@ absl::Status AdamW::LoadState(const SafetensorsFile& file) {
   return absl::OkStatus();
 }
 
-double GlobalGradNorm(const NamedTensors& params) {
+torch::Tensor GradNormTensor(const NamedTensors& params) {
   torch::NoGradGuard no_grad;
-  // One host sync for all parameters (matters on CUDA).
-  std::vector<torch::Tensor> norms;
-  for (const auto& [name, p] : params) {
-    if (p.grad().defined())
-      norms.push_back(p.grad().to(torch::kFloat64).norm());
+  std::vector<torch::Tensor> squares;
+  for (const std::vector<torch::Tensor>& run : GradsByDeviceAndDtype(params)) {
+    const torch::ScalarType dtype = run[0].scalar_type();
+    std::vector<torch::Tensor> norms;
+    if (dtype == torch::kFloat || dtype == torch::kDouble) {
+      norms = torch::_foreach_norm(run);
+    } else {
+#if TORCH_VERSION_MAJOR >= 2
+      norms = torch::_foreach_norm(run, 2, torch::kFloat);
+#else
+      // No dtype argument before LibTorch 2: an fp16/bf16 norm would be
+      // rounded to 8-11 bits, so each is taken in fp32.
+      for (const torch::Tensor& g : run) {
+        norms.push_back(g.to(torch::kFloat).norm());
+      }
+#endif
+    }
+    torch::Tensor sum = torch::stack(norms).to(torch::kFloat64).square().sum();
+    if (!squares.empty()) sum = sum.to(squares[0].device());
+    squares.push_back(sum);
   }
-  if (norms.empty()) return 0.0;
-  return torch::stack(norms).pow(2).sum().sqrt().item<double>();
+  if (squares.empty()) return torch::zeros({}, torch::kFloat64);
+  return torch::stack(squares).sum().sqrt();
+}
+
+double GlobalGradNorm(const NamedTensors& params) {
+  return GradNormTensor(params).item<double>();
 }
 
 bool AllFinite(const NamedTensors& tensors) {
@@ -174,19 +284,51 @@ bool AllFinite(const NamedTensors& tensors) {
   return !all.defined() || all.item<bool>();
 }
 
-double ClipGradNorm(const NamedTensors& params, double max_norm, double scale) {
-  const double norm = GlobalGradNorm(params) * scale;
-  double factor = scale;
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    factor *= max_norm / (norm + 1e-6);
+double ClipFactor(double scaled_norm, double scale, double max_norm) {
+  if (max_norm > 0 && std::isfinite(scaled_norm) && scaled_norm > max_norm) {
+    return scale * (max_norm / (scaled_norm + 1e-6));
   }
-  if (factor != 1.0) {
-    torch::NoGradGuard no_grad;
-    for (const auto& [name, p] : params) {
-      if (p.grad().defined()) p.grad().mul_(factor);
-    }
+  return scale;
+}
+
+torch::Tensor ClipFactor(const torch::Tensor& scaled_norm,
+                         const torch::Tensor& scale, double max_norm) {
+  if (max_norm <= 0) return scale;
+  const torch::Tensor clip =
+      torch::isfinite(scaled_norm).logical_and(scaled_norm > max_norm);
+  // Divisions written as such (not a reciprocal times), as the host form.
+  const torch::Tensor ratio =
+      torch::full_like(scaled_norm, max_norm).div_(scaled_norm + 1e-6);
+  return torch::where(clip, scale * ratio, scale);
+}
+
+void MultiplyGrads(const NamedTensors& params, const torch::Tensor& factor) {
+  torch::NoGradGuard no_grad;
+  for (const std::vector<torch::Tensor>& run : GradsByDeviceAndDtype(params)) {
+    // The factor in the gradients' dtype, as a double scalar would be cast.
+    const torch::Tensor f = factor.to(run[0].device(), run[0].scalar_type());
+#if TORCH_VERSION_MAJOR >= 2
+    torch::_foreach_mul_(run, f);
+#else
+    for (const torch::Tensor& g : run) g.mul_(f);
+#endif
   }
+}
+
+torch::Tensor ScaleAndClipGrads(const NamedTensors& params, double max_norm,
+                                const torch::Tensor& scale) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor raw = GradNormTensor(params);
+  const torch::Tensor s = scale.to(raw.device(), torch::kFloat64);
+  const torch::Tensor norm = raw * s;
+  MultiplyGrads(params, ClipFactor(norm, s, max_norm));
   return norm;
+}
+
+double ClipGradNorm(const NamedTensors& params, double max_norm, double scale) {
+  return ScaleAndClipGrads(params, max_norm,
+                           torch::full({}, scale, torch::kFloat64))
+      .item<double>();
 }
 
 LossScaler::LossScaler(LossScalerOptions options)

@@ -37,6 +37,14 @@ int LayerIndexOf(const std::string& param_name);
 // Note: the official code applies layer-wise decay to the *gradients*, which
 // Adam's normalisation nearly cancels; we scale the learning rate, the effect
 // the option is meant to have.
+//
+// Step updates a group of parameters at a time: parameters with the same
+// lr scale, weight decay, device and dtype. A group on CUDA with LibTorch
+// >= 2 (contiguous parameters, gradients of their dtype) takes one
+// at::_fused_adamw_ call (a few kernels for all of its tensors, rounding
+// slightly differently from the formula below); every other group runs the
+// formula above as multi-tensor torch::_foreach_* ops, bit-identical to
+// the same ops applied tensor by tensor.
 class AdamW {
  public:
   AdamW(NamedTensors params, const TrainConfig& train);
@@ -51,6 +59,8 @@ class AdamW {
   // Per-parameter learning-rate scale and weight decay (for tests and logs).
   double LrScale(size_t index) const { return lr_scale_[index]; }
   double WeightDecay(size_t index) const { return weight_decay_[index]; }
+  // How many groups Step updates with one multi-tensor call each.
+  size_t num_groups() const { return groups_.size(); }
 
   // State as tensors "exp_avg.<name>", "exp_avg_sq.<name>", "step".
   NamedTensors StateTensors() const;
@@ -59,28 +69,73 @@ class AdamW {
   absl::Status LoadState(const SafetensorsFile& file);
 
  private:
+  // Parameters updated together (see the class comment).
+  struct Group {
+    // Indices into params_, in order.
+    std::vector<size_t> members;
+    double lr_scale = 1;
+    double weight_decay = 0;
+    torch::Device device = torch::kCPU;
+    torch::ScalarType dtype = torch::kFloat;
+    // The fused kernel's step count (fp32 on the device, steps_ at each
+    // Step; shared by the group's tensors). Created at the first fused step.
+    torch::Tensor step_count;
+  };
+  // The multi-tensor update of `index`'s parameters (all with a gradient)
+  // of group `group` at rate `step_lr`.
+  void StepGroup(Group& group, const std::vector<size_t>& index,
+                 double step_lr);
+
   NamedTensors params_;
   std::vector<torch::Tensor> exp_avg_;
   std::vector<torch::Tensor> exp_avg_sq_;
   std::vector<double> lr_scale_;
   std::vector<double> weight_decay_;
+  std::vector<Group> groups_;
   double beta1_, beta2_, eps_;
   int64_t steps_ = 0;
 };
 
-// sqrt(sum of squared gradients) over all parameters with a gradient (each
-// tensor's norm in its own dtype, summed in fp64).
+// sqrt(sum of squared gradients) over all parameters with a gradient, as a
+// 0-dim fp64 tensor on the first gradient's device (a CPU zero when no
+// parameter has one), without a host sync. Per run of gradients on one
+// device and dtype, torch::_foreach_norm gives each tensor's norm (fp32
+// and fp64 gradients in their dtype; fp16/bf16 ones in fp32); the squares
+// of those norms are summed in fp64 on the device: ~150 numbers, so the
+// precision costs nothing, and a tensor norm above 1.8e19 (fp16 loss
+// scaling can get there) would overflow when squared in fp32, while fp64
+// keeps it finite as the per-tensor fp64 norms summed before did.
+torch::Tensor GradNormTensor(const NamedTensors& params);
+// GradNormTensor read on the host.
 double GlobalGradNorm(const NamedTensors& params);
+
+// The factor that ScaleAndClipGrads multiplies the gradients by: `scale`
+// times, when max_norm > 0 and the scaled norm `scaled_norm` is finite and
+// above max_norm, max_norm / (scaled_norm + 1e-6). Host numbers, or 0-dim
+// fp64 tensors on the device (no host read), computed the same way.
+double ClipFactor(double scaled_norm, double scale, double max_norm);
+torch::Tensor ClipFactor(const torch::Tensor& scaled_norm,
+                         const torch::Tensor& scale, double max_norm);
+
+// Multiplies every gradient by `factor` (a 0-dim tensor on the gradients'
+// device, cast to each gradient's dtype): torch::_foreach_mul_ per run of
+// one device and dtype on LibTorch >= 2, tensor by tensor before (no host
+// read either way).
+void MultiplyGrads(const NamedTensors& params, const torch::Tensor& factor);
+
+// Multiplies the gradients by `scale` (a 0-dim tensor on their device)
+// and then clips their global norm to `max_norm` (0 = no clip), in one pass
+// over the gradients, with no host read. Returns the norm after scaling,
+// before clipping (a 0-dim fp64 tensor on the device).
+torch::Tensor ScaleAndClipGrads(const NamedTensors& params, double max_norm,
+                                const torch::Tensor& scale);
+// The same with a host scale, returning the norm read on the host.
+double ClipGradNorm(const NamedTensors& params, double max_norm,
+                    double scale = 1.0);
 
 // Whether every element of every floating-point tensor is finite. One host
 // sync for all of them (each tensor reduced on its device first).
 bool AllFinite(const NamedTensors& tensors);
-
-// Multiplies gradients by `scale` and then clips their global norm to
-// `max_norm` (0 = no clip), in one pass over the gradients. Returns the norm
-// after scaling, before clipping.
-double ClipGradNorm(const NamedTensors& params, double max_norm,
-                    double scale = 1.0);
 
 // Dynamic loss scaling for fp16 training (the rule of PyTorch's GradScaler).
 // fp16 gradients underflow below ~6e-8; the loss is multiplied by scale()

@@ -168,6 +168,21 @@ std::string FormatDuration(double seconds) {
 
 }  // namespace
 
+torch::Tensor StepValue::ToTensor(const torch::Device& device) const {
+  if (!tensor_.defined()) {
+    return torch::full({}, value_,
+                       torch::TensorOptions(torch::kFloat64).device(device));
+  }
+  TORCH_CHECK(tensor_.numel() == 1,
+              "a StepOutput value must hold one number, got a tensor of shape ",
+              tensor_.sizes());
+  return tensor_.detach().reshape({}).to(device, torch::kFloat64);
+}
+
+double StepValue::Value() const {
+  return tensor_.defined() ? tensor_.item<double>() : value_;
+}
+
 void InstallStopSignalHandlers() {
   struct sigaction action = {};
   action.sa_handler = OnStopSignal;
@@ -660,8 +675,9 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
         absl::StrCat("step ", step_ + 1, ": the learning rate is ", r.lr,
                      " (train.lr ", train.lr, "); stopped before the update"));
   }
-  double loss_sum = 0, normalizer = 0;
-  int64_t tokens = 0;
+  // The step's numbers stay on the loss's device until the one read below.
+  torch::Tensor loss_sum, normalizer, tokens;
+  std::map<std::string, torch::Tensor> metric_sums;
   XLNET_RETURN_IF_ERROR(
       CatchExceptions(absl::StrCat("step ", step_ + 1), [&]() {
         for (int64_t micro = 0; micro < accum; ++micro) {
@@ -674,10 +690,24 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
           } else {
             out.loss.backward();
           }
-          loss_sum += out.loss.item<double>();
-          normalizer += out.normalizer;
-          tokens += out.tokens;
-          for (const auto& [k, v] : out.metrics) r.metrics[k] += v / accum;
+          const torch::Device device = out.loss.device();
+          if (!loss_sum.defined()) {
+            const torch::Tensor zero = torch::zeros(
+                {}, torch::TensorOptions(torch::kFloat64).device(device));
+            loss_sum = normalizer = tokens = zero;
+          }
+          torch::NoGradGuard no_grad;
+          // In fp64, in micro-batch order: the sums a host loop of
+          // .item<double>() values would make.
+          loss_sum = loss_sum + out.loss.detach().to(torch::kFloat64);
+          normalizer = normalizer + out.normalizer.ToTensor(device);
+          tokens = tokens + out.tokens.ToTensor(device);
+          for (const auto& [k, v] : out.metrics) {
+            torch::Tensor& sum = metric_sums[k];
+            const torch::Tensor term =
+                v.ToTensor(device) / static_cast<double>(accum);
+            sum = sum.defined() ? sum + term : term;
+          }
         }
         if (reducer_) reducer_->Finish();
         return absl::OkStatus();
@@ -686,32 +716,56 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   // One small collective per step: the global loss sum and normalizer (to
   // scale the gradients), tokens for the log, and whether any rank was
   // asked to stop (so all ranks stop at the same step).
-  r.loss_sum = loss_sum;
-  r.normalizer = normalizer;
-  r.tokens = tokens;
-  r.stop = g_stop_requested.load();
-  if (group_ && world_size() > 1) {
-    XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
-      std::vector<torch::Tensor> t = {
-          torch::tensor({loss_sum, normalizer, static_cast<double>(tokens),
-                         r.stop ? 1.0 : 0.0},
-                        torch::kFloat64)};
+  torch::Tensor sums;
+  XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
+    torch::NoGradGuard no_grad;
+    // torch::full is a fill on the device, not a copy from the host (a
+    // blocking one would sync).
+    sums = torch::stack(
+        {loss_sum, normalizer, tokens,
+         torch::full_like(loss_sum, g_stop_requested.load() ? 1.0 : 0.0)});
+    if (group_ && world_size() > 1) {
+      std::vector<torch::Tensor> t = {sums};
       group_->AllReduceSum(t);
-      r.loss_sum = t[0][0].item<double>();
-      r.normalizer = t[0][1].item<double>();
-      r.tokens = static_cast<int64_t>(t[0][2].item<double>());
-      r.stop = t[0][3].item<double>() > 0;
-      return absl::OkStatus();
-    }));
-  }
-  r.loss = r.loss_sum / std::max(r.normalizer, 1e-12);
+      sums = t[0];
+    }
+    return absl::OkStatus();
+  }));
   // The reducer averaged the summed gradients over ranks; scale them to the
   // gradient of sum(loss) / sum(normalizer) (and undo the loss scale), then
-  // clip, in one pass.
+  // clip, in one pass, on the device.
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-  r.grad_norm =
-      ClipGradNorm(params_, train.clip,
-                   world_size() / (std::max(r.normalizer, 1e-12) * loss_scale));
+  std::vector<double> host;
+  XLNET_RETURN_IF_ERROR(CatchExceptions("gradient clipping", [&]() {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor scale =
+        torch::full_like(sums[1], static_cast<double>(world_size()))
+            .div_(sums[1].clamp_min(1e-12) * loss_scale);
+    const torch::Tensor grad_norm =
+        ScaleAndClipGrads(params_, train.clip, scale);
+    // The step's one host read: sums, gradient norm, metrics.
+    std::vector<torch::Tensor> values = {sums,
+                                         grad_norm.to(sums.device()).view(1)};
+    for (const auto& [k, v] : metric_sums) values.push_back(v.view(1));
+    const torch::Tensor all = torch::cat(values);
+    const auto read_start = std::chrono::steady_clock::now();
+    const torch::Tensor read = all.cpu();
+    r.read_seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - read_start)
+                         .count();
+    ++step_host_reads_;
+    host.assign(read.data_ptr<double>(),
+                read.data_ptr<double>() + read.numel());
+    return absl::OkStatus();
+  }));
+  r.loss_sum = host[0];
+  r.normalizer = host[1];
+  r.tokens = static_cast<int64_t>(host[2]);
+  r.stop = host[3] > 0;
+  r.grad_norm = host[4];
+  size_t next = 5;
+  for (const auto& [k, v] : metric_sums) r.metrics[k] = host[next++];
+  r.loss = r.loss_sum / std::max(r.normalizer, 1e-12);
   r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
   // With loss scaling, an overflow while the scale can still back off is
   // calibration, not a bad step (LossScaler::CountsAsBadStep).
@@ -904,7 +958,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     XLNET_ASSIGN_OR_RETURN(const StepRecord r, OptimizerStep());
     result.last_loss = r.loss;
     if (options_.on_step) {
-      options_.on_step({step_, r.seconds, r.tokens, r.loss, !r.finite});
+      options_.on_step(
+          {step_, r.seconds, r.tokens, r.loss, !r.finite, r.read_seconds});
     }
     XLNET_RETURN_IF_ERROR(Log(r));
     XLNET_RETURN_IF_ERROR(GuardAfterStep(r));

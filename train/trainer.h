@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "config/config.h"
@@ -24,6 +25,27 @@
 #include "train/tb_writer.h"
 
 namespace xlnet {
+
+// A number a unit reports for one micro-batch: a host number, or a 0-dim
+// tensor (e.g. a count over the batch, on the GPU). The trainer adds a
+// step's values up on the loss's device and reads them all, with the
+// gradient norm, in one transfer per optimizer step, so a unit that
+// reports tensors adds no host sync of its own.
+class StepValue {
+ public:
+  StepValue(double value = 0) : value_(value) {}  // NOLINT: implicit
+  StepValue(torch::Tensor value)                  // NOLINT: implicit
+      : tensor_(std::move(value)) {}
+  // The value as a 0-dim fp64 tensor on `device` (no host sync).
+  torch::Tensor ToTensor(const torch::Device& device) const;
+  // The value on the host (a sync when it is a tensor on a GPU).
+  double Value() const;
+
+ private:
+  double value_ = 0;
+  // When defined, the value (any numeric dtype, one element).
+  torch::Tensor tensor_;
+};
 
 // What one micro-batch produced.
 // The objective of one optimizer step is sum(loss) / sum(normalizer) over
@@ -36,11 +58,11 @@ struct StepOutput {
   // Scalar loss summed over this micro-batch's examples/targets.
   torch::Tensor loss;
   // How many examples/targets `loss` sums over.
-  double normalizer = 1.0;
+  StepValue normalizer = 1.0;
   // Tokens this micro-batch processed (for tokens/s).
-  int64_t tokens = 0;
+  StepValue tokens = 0.0;
   // Extra numbers to log (e.g. "accuracy"), averaged over micro-batches.
-  std::map<std::string, double> metrics;
+  std::map<std::string, StepValue> metrics;
 };
 
 // What a rank trains on; ranks compare it before the first step.
@@ -121,6 +143,10 @@ struct StepTiming {
   int64_t tokens = 0;    // tokens of the step on all ranks
   double loss = 0;       // global loss of the step
   bool skipped = false;  // non-finite, not applied
+  // Wall time the step's one host read waited for the device (the queued
+  // forward, backward and clipping): near 0 when the device was idle
+  // waiting for the host, i.e. a host-bound step.
+  double read_seconds = 0;
 };
 
 struct TrainerOptions {
@@ -219,6 +245,12 @@ class Trainer {
   // checkpoint (the checkpoint of the end is still written).
   absl::StatusOr<TrainResult> Run();
 
+  // How many times the training steps have read device values to the host
+  // (once per optimizer step: loss, normalizer, tokens, metrics, gradient
+  // norm and the stop flag together). The weight checks, evaluations and
+  // saves read on their own cadence and are not counted.
+  int64_t step_host_reads() const { return step_host_reads_; }
+
  private:
   // What one optimizer step did, summed over ranks.
   struct StepRecord {
@@ -231,6 +263,7 @@ class Trainer {
     bool finite = true;  // false: the step was skipped
     bool stop = false;   // some rank was asked to stop
     double seconds = 0;  // this rank's wall time
+    double read_seconds = 0;  // of which waiting in the one host read
     // The unit's extra numbers, averaged over micro-batches (this rank).
     std::map<std::string, double> metrics;
   };
@@ -337,6 +370,8 @@ class Trainer {
   std::chrono::steady_clock::time_point last_step_end_;
   // Tokens of this run's steps, all ranks (for the summary).
   int64_t run_tokens_ = 0;
+  // See step_host_reads().
+  int64_t step_host_reads_ = 0;
 };
 
 }  // namespace xlnet

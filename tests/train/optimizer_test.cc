@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "tests/test_util.h"
 
@@ -219,6 +222,215 @@ TEST(AdamWTest, LoadStateRefusesBadStep) {
     EXPECT_NE(status.message().find(expected), std::string::npos) << status;
     EXPECT_NE(status.message().find("opt.safetensors"), std::string::npos);
   }
+}
+
+// A model-like set of fp32 parameters: three layers (so layer_decay gives
+// three rates), decayed weights and undecayed biases/LayerNorms, and
+// parameters outside the layers.
+NamedTensors MakeLayeredParams() {
+  torch::manual_seed(11);
+  NamedTensors out;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    out.emplace_back(name, torch::randn(shape).requires_grad_());
+  };
+  add("transformer.word_embedding.weight", {10, 4});
+  for (int l = 0; l < 3; ++l) {
+    const std::string layer = "transformer.layer." + std::to_string(l);
+    add(layer + ".rel_attn.q", {4, 2, 2});
+    add(layer + ".rel_attn.r_w_bias", {2, 2});
+    add(layer + ".rel_attn.layer_norm.weight", {4});
+    add(layer + ".ff.layer_1.weight", {4, 8});
+    add(layer + ".ff.layer_1.bias", {8});
+  }
+  add("lm_loss.bias", {10});
+  return out;
+}
+
+// Gradients of a step that differ per parameter and step; parameter
+// `skip` (if any) gets none, as a parameter unused by a step would.
+void SetLayeredGrads(const NamedTensors& params, int step, int skip = -1) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor& p = const_cast<torch::Tensor&>(params[i].second);
+    if (static_cast<int>(i) == skip) {
+      p.mutable_grad() = torch::Tensor();
+      continue;
+    }
+    p.mutable_grad() =
+        torch::cos(torch::arange(p.numel(), torch::kFloat).reshape(p.sizes()) *
+                       (0.3 * step + 1) +
+                   static_cast<float>(i)) *
+        (1.0f + static_cast<float>(i % 3));
+  }
+}
+
+// The update tensor by tensor, as AdamW::Step did before it was grouped:
+// the reference the multi-tensor ops must equal bit for bit.
+struct PerTensorAdamW {
+  PerTensorAdamW(const NamedTensors& params, const AdamW& like,
+                 const TrainConfig& t)
+      : params(params),
+        beta1(t.adam_beta1),
+        beta2(t.adam_beta2),
+        eps(t.adam_epsilon) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      m.push_back(torch::zeros_like(params[i].second));
+      v.push_back(torch::zeros_like(params[i].second));
+      lr_scale.push_back(like.LrScale(i));
+      wd.push_back(like.WeightDecay(i));
+    }
+  }
+  void Step(double lr) {
+    torch::NoGradGuard no_grad;
+    ++steps;
+    const double bias1 = 1.0 - std::pow(beta1, steps);
+    const double bias2 = 1.0 - std::pow(beta2, steps);
+    for (size_t i = 0; i < params.size(); ++i) {
+      torch::Tensor p = params[i].second;
+      const torch::Tensor& g = p.grad();
+      if (!g.defined()) continue;
+      const double step_lr = lr * lr_scale[i];
+      m[i].mul_(beta1).add_(g, 1.0 - beta1);
+      v[i].mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+      if (wd[i] != 0.0) p.mul_(1.0 - step_lr * wd[i]);
+      const torch::Tensor denom = (v[i].sqrt() / std::sqrt(bias2)).add_(eps);
+      p.addcdiv_(m[i], denom, -step_lr / bias1);
+    }
+  }
+  NamedTensors params;
+  double beta1, beta2, eps;
+  std::vector<torch::Tensor> m, v;
+  std::vector<double> lr_scale, wd;
+  int64_t steps = 0;
+};
+
+NamedTensors CloneParams(const NamedTensors& params) {
+  NamedTensors out;
+  for (const auto& [name, p] : params) {
+    out.emplace_back(name, p.detach().clone().requires_grad_());
+  }
+  return out;
+}
+
+TEST(AdamWTest, GroupedStepEqualsPerTensorLoopBitForBit) {
+  testing::TempDir tmp;
+  TrainConfig t;
+  t.weight_decay = 0.05;
+  t.layer_decay = 0.75;
+  t.adam_beta1 = 0.9;
+  t.adam_beta2 = 0.98;
+  t.adam_epsilon = 1e-6;
+  NamedTensors ours = MakeLayeredParams();
+  NamedTensors theirs = CloneParams(ours);
+  NamedTensors resumed = CloneParams(ours);
+  AdamW opt(ours, t);
+  // Groups: 3 rates (layers 0 and 1; the top layer's rate 1 is that of the
+  // parameters outside the layers) x (decayed, undecayed), all fp32 on the
+  // CPU.
+  EXPECT_EQ(opt.num_groups(), 6u);
+  PerTensorAdamW reference(theirs, opt, t);
+  std::unique_ptr<AdamW> second;
+  for (int step = 0; step < 6; ++step) {
+    // Step 2 leaves one parameter without a gradient.
+    const int skip = step == 2 ? 4 : -1;
+    const double lr = 1e-2 * (step + 1);
+    SetLayeredGrads(ours, step, skip);
+    SetLayeredGrads(theirs, step, skip);
+    opt.Step(lr);
+    reference.Step(lr);
+    for (size_t i = 0; i < ours.size(); ++i) {
+      ASSERT_TRUE(torch::equal(ours[i].second, theirs[i].second))
+          << "step " << step << " " << ours[i].first;
+    }
+    if (step == 2) {
+      // Resume from the state after 3 steps into copies of the weights.
+      const std::string path = tmp.Join("optimizer.safetensors");
+      ASSERT_TRUE(WriteSafetensors(path, opt.StateTensors()).ok());
+      for (size_t i = 0; i < ours.size(); ++i) {
+        torch::NoGradGuard no_grad;
+        resumed[i].second.copy_(ours[i].second);
+      }
+      second = std::make_unique<AdamW>(resumed, t);
+      auto file = SafetensorsFile::Open(path);
+      ASSERT_TRUE(file.ok());
+      ASSERT_TRUE(second->LoadState(*file).ok());
+    } else if (second) {
+      SetLayeredGrads(resumed, step, skip);
+      second->Step(lr);
+    }
+  }
+  EXPECT_EQ(opt.steps(), 6);
+  EXPECT_EQ(second->steps(), 6);
+  for (size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_TRUE(torch::equal(ours[i].second, resumed[i].second))
+        << ours[i].first;
+    EXPECT_FALSE(torch::equal(ours[i].second, MakeLayeredParams()[i].second))
+        << ours[i].first << " never moved";
+  }
+}
+
+// The global norm and clip as they were computed before the multi-tensor
+// ops: each gradient's norm in fp64 summed in fp64, and a host factor.
+double PerTensorNorm(const NamedTensors& params) {
+  double sum = 0;
+  for (const auto& [name, p] : params) {
+    if (!p.grad().defined()) continue;
+    const double n = p.grad().to(torch::kFloat64).norm().item<double>();
+    sum += n * n;
+  }
+  return std::sqrt(sum);
+}
+
+TEST(ClipTest, ForeachNormAndClipMatchPerTensor) {
+  NamedTensors params = MakeLayeredParams();
+  // A bf16 gradient group beside the fp32 ones.
+  params.emplace_back("bf16",
+                      torch::zeros({300}, torch::kBFloat16).requires_grad_());
+  SetLayeredGrads(params, 1, /*skip=*/2);
+  params.back().second.mutable_grad() =
+      torch::linspace(-3, 5, 300).to(torch::kBFloat16);
+  const double old_norm = PerTensorNorm(params);
+  const double norm = GlobalGradNorm(params);
+  EXPECT_NEAR(norm, old_norm, 1e-6 * old_norm);
+
+  std::vector<torch::Tensor> before;
+  for (const auto& [name, p] : params) {
+    before.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  }
+  const double scale = 0.25, max_norm = 0.5 * scale * old_norm;
+  const double returned = ClipGradNorm(params, max_norm, scale);
+  EXPECT_NEAR(returned, scale * old_norm, 1e-6 * scale * old_norm);
+  const double factor = scale * max_norm / (scale * old_norm + 1e-6);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!before[i].defined()) {
+      EXPECT_FALSE(params[i].second.grad().defined());
+      continue;
+    }
+    const torch::Tensor expected =
+        before[i].to(torch::kFloat64) * factor;  // the old host factor
+    const double tol =
+        params[i].second.scalar_type() == torch::kBFloat16 ? 1e-2 : 1e-6;
+    EXPECT_TRUE(torch::allclose(params[i].second.grad().to(torch::kFloat64),
+                                expected, tol, 1e-12))
+        << params[i].first;
+  }
+  EXPECT_NEAR(GlobalGradNorm(params), max_norm, 1e-5 * max_norm);
+}
+
+TEST(ClipTest, DeviceFactorEqualsHostFactor) {
+  for (const double norm : {0.5, 2.0, 1e30, std::nan(""),
+                            std::numeric_limits<double>::infinity()}) {
+    for (const double max_norm : {0.0, 1.0}) {
+      const double host = ClipFactor(norm, 0.125, max_norm);
+      const double device =
+          ClipFactor(torch::tensor(norm, torch::kFloat64),
+                     torch::tensor(0.125, torch::kFloat64), max_norm)
+              .item<double>();
+      EXPECT_EQ(host, device) << norm << " " << max_norm;
+    }
+  }
+  EXPECT_EQ(ClipFactor(2.0, 0.125, 1.0), 0.125 * (1.0 / (2.0 + 1e-6)));
+  EXPECT_EQ(ClipFactor(std::numeric_limits<double>::infinity(), 0.125, 1.0),
+            0.125);
 }
 
 TEST(ClipTest, GlobalNorm) {

@@ -83,6 +83,16 @@ class RegressionUnit : public TrainUnit {
       out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
     }
     out.tokens = micro_batch_;
+    // An extra metric; as device tensors (what PlmUnit reports) or as
+    // host numbers, which the trainer must treat alike.
+    const torch::Tensor error = (pred - y).abs().mean().detach();
+    if (tensor_values_) {
+      out.normalizer = torch::ones({}, torch::kFloat);
+      out.tokens = torch::full({}, micro_batch_, torch::kInt64);
+      out.metrics["error"] = error;
+    } else {
+      out.metrics["error"] = error.item<double>();
+    }
     return out;
   }
   std::map<std::string, double> Evaluate() override {
@@ -118,6 +128,8 @@ class RegressionUnit : public TrainUnit {
   // From this data position (after the micro-batch) on, the loss is NaN.
   int64_t nan_loss_from_position_ = 0;
   int64_t stop_at_position_ = 0;
+  // Report normalizer, tokens and the metric as tensors.
+  bool tensor_values_ = false;
   std::map<int64_t, double> accuracy_at_step_;
   int rank_ = 0;
   int world_ = 1;
@@ -584,6 +596,36 @@ TEST(TrainerTest, AccumulationEqualsLargerBatch) {
       torch::allclose(big.linear_->weight, small.linear_->weight, 1e-5, 1e-6));
   EXPECT_TRUE(
       torch::allclose(big.linear_->bias, small.linear_->bias, 1e-5, 1e-6));
+}
+
+// A unit's numbers as tensors or as host numbers log the same, and the
+// trainer reads device values once per optimizer step, however many
+// micro-batches it has.
+TEST(TrainerTest, TensorStepValuesAndOneHostReadPerStep) {
+  testing::TempDir a, b;
+  std::vector<std::vector<nlohmann::json>> metrics;
+  for (const bool tensors : {false, true}) {
+    const std::string dir = tensors ? b.path() : a.path();
+    RegressionUnit unit(4);
+    unit.tensor_values_ = tensors;
+    TrainerOptions options = Options(dir, 6);
+    options.train.grad_accum_steps = 3;
+    options.train.batch_size = 12;
+    options.train.clip = 0.5;
+    Trainer trainer(options, &unit, nullptr);
+    auto result = trainer.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(trainer.step_host_reads(), 6);
+    metrics.push_back(ReadMetrics(dir));
+  }
+  ASSERT_EQ(metrics[0].size(), metrics[1].size());
+  for (size_t i = 0; i < metrics[0].size(); ++i) {
+    nlohmann::json x = metrics[0][i], y = metrics[1][i];
+    x.erase("tokens_per_sec");
+    y.erase("tokens_per_sec");
+    EXPECT_EQ(x, y) << i;
+  }
+  EXPECT_TRUE(metrics[0][0].contains("error"));
 }
 
 // A stop requested while starting up (before the first step) ends the run
