@@ -41,14 +41,27 @@ BatchSource::BatchSource() = default;
 
 BatchSource::~BatchSource() { StopBatches(); }
 
-void BatchSource::StartBatches(const DataConfig& data, std::string fingerprint,
-                               std::string what) {
+void BatchSource::StartBatches(const SamplerOptions& options,
+                               std::string fingerprint, std::string what) {
   TORCH_CHECK(prefetcher_ == nullptr, "batches already started");
   fingerprint_ = std::move(fingerprint);
   what_ = std::move(what);
+  const bool pin = options.pin_memory;
   prefetcher_ = std::make_unique<BatchPrefetcher>(
-      [this](int64_t step) { return BuildBatch(step, local_rows()); },
-      data.loader_threads, data.prefetch_batches);
+      [this, pin](int64_t step) {
+        PlmBatch batch = BuildBatch(step, local_rows());
+        if (pin) {
+          // On the worker thread, so the copy into page-locked memory
+          // overlaps the current step instead of delaying the next one.
+          for (const auto& [name, field] : kPlmBatchFields) {
+            if ((batch.*field).defined()) {
+              batch.*field = (batch.*field).pin_memory();
+            }
+          }
+        }
+        return batch;
+      },
+      options.data.loader_threads, options.data.prefetch_batches);
 }
 
 void BatchSource::StopBatches() { prefetcher_.reset(); }

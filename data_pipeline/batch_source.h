@@ -64,6 +64,10 @@ struct SamplerOptions {
   // Verify every shard's content when opening (checksums, ids, flags);
   // otherwise each shard is verified the first time a batch reads it.
   bool verify = false;
+  // Build batches in page-locked host memory (needs CUDA at run time), so
+  // that a non-blocking copy to the GPU neither waits nor goes through a
+  // staging buffer; set by a consumer that trains on CUDA.
+  bool pin_memory = false;
 };
 
 // One corpus the batches are drawn from.
@@ -124,7 +128,7 @@ class BatchSource {
   // Starts handing out batches from step 0. Call once, last in a
   // subclass's Create (BuildBatch must work); `what` names the settings
   // the fingerprint covers, for Restore's error.
-  void StartBatches(const DataConfig& data, std::string fingerprint,
+  void StartBatches(const SamplerOptions& options, std::string fingerprint,
                     std::string what);
   // Stops the prefetching workers. A subclass's destructor calls it first,
   // before the members its BuildBatch reads go.

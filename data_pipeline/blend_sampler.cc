@@ -55,6 +55,7 @@ absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
   // would sit idle.
   SamplerOptions sub = options;
   sub.data.prefetch_batches = 0;
+  sub.pin_memory = false;  // the blend pins the batches it hands out
   std::string key = absl::StrCat("blend block_steps=", block_steps);
   double acc = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -101,7 +102,7 @@ absl::StatusOr<std::unique_ptr<BlendSampler>> BlendSampler::Create(
   b.memo_.resize(b.num_streams_);
   // One source keeps the single-directory fingerprint: its states resume
   // either way, as its batches are the same.
-  b.StartBatches(options.data,
+  b.StartBatches(options,
                  b.samplers_.size() == 1
                      ? b.samplers_[0]->State().fingerprint
                      : HexU64(Fnv1a64(key.data(), key.size())),

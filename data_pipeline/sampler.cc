@@ -220,7 +220,7 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
       " beta=", d.mask_beta, " max_gram=", d.max_gram, " bi_data=", d.bi_data,
       " quirks=", d.official_span_quirks, " corpus=", s.corpus_.size(),
       " tokenizer=", s.tokenizer_->hash());
-  s.StartBatches(d, HexU64(Fnv1a64(key.data(), key.size())),
+  s.StartBatches(options, HexU64(Fnv1a64(key.data(), key.size())),
                  "data, seed, batch size or data config");
   return sampler;
 }

@@ -155,6 +155,7 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   sampler_options.seed = train.seed;
   sampler_options.rank = options.rank;
   sampler_options.world_size = options.world_size;
+  sampler_options.pin_memory = device.is_cuda();
   XLNET_ASSIGN_OR_RETURN(
       unit->train_, data::OpenBatchSource(options.data_dir, sampler_options));
   if (options.data_dir.empty()) {
@@ -241,14 +242,20 @@ torch::Tensor PlmUnit::MicroRows(int64_t local_batch, int64_t micro) const {
 
 StepOutput PlmUnit::Forward(const data::PlmBatch& batch,
                             std::vector<torch::Tensor>* mems) {
+  // Batches in page-locked memory (SamplerOptions::pin_memory, on CUDA)
+  // copy without waiting; the allocator keeps their host memory until the
+  // copy is done.
+  const auto to_device = [&](const torch::Tensor& t) {
+    return t.to(device_, /*non_blocking=*/t.is_pinned());
+  };
   XLNetInputs inputs;
-  inputs.input_ids = batch.input_ids.to(device_);
-  inputs.token_type_ids = batch.token_type_ids.to(device_);
-  inputs.perm_mask = batch.perm_mask.to(device_);
-  inputs.target_mapping = batch.target_mapping.to(device_);
+  inputs.input_ids = to_device(batch.input_ids);
+  inputs.token_type_ids = to_device(batch.token_type_ids);
+  inputs.perm_mask = to_device(batch.perm_mask);
+  inputs.target_mapping = to_device(batch.target_mapping);
   inputs.mems = *mems;
-  const torch::Tensor target = batch.target.to(device_);
-  const torch::Tensor target_mask = batch.target_mask.to(device_);
+  const torch::Tensor target = to_device(batch.target);
+  const torch::Tensor target_mask = to_device(batch.target_mask);
   XLNetForwardOptions forward;
   forward.use_mems = config_.model.mem_len.value_or(0) > 0;
   StepOutput out;

@@ -321,6 +321,31 @@ TEST(SamplerTest, ContentDependsOnlyOnSeedRowAndStep) {
                             a->BuildBatch(0, {0}).perm_mask));
 }
 
+// Batches built for a CUDA consumer (pin_memory) are page-locked and hold
+// the same content; needs a GPU to allocate page-locked memory.
+TEST(SamplerTest, PinnedBatchesArePageLockedWithTheSameContent) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  DataConfig d = TinyData();
+  d.prefetch_batches = 2;
+  d.loader_threads = 1;
+  SamplerOptions o;
+  o.data = d;
+  o.batch_size = 8;
+  o.pin_memory = true;
+  auto pinned = Sampler::Create(DataDir(), o);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  auto plain = MakeSampler(TinyData(), 8);
+  ASSERT_NE(plain, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    PlmBatch batch = (*pinned)->Next();
+    for (const auto& [name, field] : kPlmBatchFields) {
+      if ((batch.*field).defined())
+        EXPECT_TRUE((batch.*field).is_pinned()) << name;
+    }
+    ExpectBatchesEqual(batch, plain->Next());
+  }
+}
+
 TEST(SamplerTest, SpansAreWholeWordsWithinBudget) {
   auto sampler = MakeSampler(TinyData(), 8);
   ASSERT_NE(sampler, nullptr);
