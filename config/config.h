@@ -225,6 +225,12 @@ struct TrainConfig {
   // with the position and segment terms as its bias; LibTorch >= 2.1);
   // model/README.md.
   AttentionImpl attention = AttentionImpl::kUnfused;
+  // Run the feed-forward's bias + activation + dropout and the dropout +
+  // residual + LayerNorm after the attention output and the feed-forward
+  // as fused CUDA kernels (model/fused_elementwise.h); needs device cuda
+  // and a build with -DXLNET_CUDA_ATTENTION=ON. Dropout masks then come
+  // from the counter-based generator seeded from the CPU generator.
+  bool fused_elementwise = false;
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;
   // Seconds a collective may take before a stuck rank is reported.

@@ -101,6 +101,7 @@ void VisitTrain(S& c, V& v) {
   v("threads", c.threads);
   v("activation_checkpointing", c.activation_checkpointing);
   v("attention", c.attention);
+  v("fused_elementwise", c.fused_elementwise);
   v("max_bad_steps", c.max_bad_steps);
   v("dist_timeout_s", c.dist_timeout_s);
   v("ranks_per_device", c.ranks_per_device);

@@ -78,6 +78,7 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"train.dtype", kTrain},
     {"train.threads", kTrain},
     {"train.attention", kTrain},
+    {"train.fused_elementwise", kTrain},
     {"train.activation_checkpointing", kTrain},
     {"train.ranks_per_device", kTrain},
     // When to log, save, evaluate and stop: nothing trained differs.

@@ -110,6 +110,8 @@ ConfigScope FinetuneConfigScope() {
       {"train.attention", "fine-tuning runs the unfused attention core"});
   scope.unread_keys.push_back({"train.activation_checkpointing",
                                "fine-tuning keeps every layer's activations"});
+  scope.unread_keys.push_back({"train.fused_elementwise",
+                               "fine-tuning runs LibTorch's element-wise ops"});
   return scope;
 }
 

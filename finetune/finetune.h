@@ -64,8 +64,8 @@ absl::Status RunFinetuning(const FinetuneOptions& options);
 
 // What xlnet-finetune reads of a config: the data, train and finetune
 // sections, without the data keys of pretraining batches (data.seq_len,
-// data.sources, ...), train.attention and train.activation_checkpointing;
-// setting one of those is an error naming the command.
+// data.sources, ...), train.attention, train.activation_checkpointing and
+// train.fused_elementwise; setting one of those is an error naming the command.
 ConfigScope FinetuneConfigScope();
 
 // The config of a fine-tuning run, in this order of precedence:

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/fused_elementwise.h"
 #include "model/tiled_attention.h"
 
 namespace xlnet {
@@ -175,6 +176,11 @@ torch::Tensor RelativeAttentionImpl::PostAttention(
   auto flat = attn_vec.transpose(1, 2).reshape(
       {b, t, n_head * d_head});  // [B, T, H*Dh]
   auto out = torch::matmul(flat, o.view({d_model, n_head * d_head}).t());
+  if (fused_elementwise) {
+    return DropoutResidualLayerNorm(
+        out, x, layer_norm->weight, layer_norm->bias, layer_norm->options.eps(),
+        DrawElementwiseDropout(dropout, is_training()));  // [B, T, D]
+  }
   out = BackboneDropout(out, dropout, is_training(),
                         counter_dropout);  // [B, T, D]
   return layer_norm(out + x);

@@ -82,6 +82,9 @@ class RelativeAttentionImpl : public torch::nn::Module {
   double dropout;
   // PostAttention's dropout from CounterDropout (attention 'tiled').
   bool counter_dropout = false;
+  // PostAttention's dropout, residual add and LayerNorm as the fused
+  // DropoutResidualLayerNorm (train.fused_elementwise).
+  bool fused_elementwise = false;
 };
 TORCH_MODULE(RelativeAttention);
 

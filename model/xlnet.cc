@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "model/activation_checkpoint.h"
+#include "model/fused_elementwise.h"
 #include "model/precision.h"
 #include "model/sdpa_attention.h"
 
@@ -39,6 +40,19 @@ void FeedForwardImpl::ResetParameters(double initializer_range) {
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  if (fused_elementwise) {
+    // layer_1 without its bias: the fused op adds it with the activation
+    // and dropout in one pass; layer_2's dropout, the residual and the
+    // LayerNorm are the second.
+    auto y = torch::linear(x, layer_1->weight);  // [B, T, Di]
+    y = BiasActivationDropout(y, layer_1->bias,
+                              FusedActivationFromName(activation),
+                              DrawElementwiseDropout(dropout, is_training()));
+    y = layer_2(y);  // [B, T, D]
+    return DropoutResidualLayerNorm(
+        y, x, layer_norm->weight, layer_norm->bias, layer_norm->options.eps(),
+        DrawElementwiseDropout(dropout, is_training()));
+  }
   auto y = layer_1(x);  // [B, T, Di]
   if (activation == "gelu") {
     y = torch::gelu(y);  // exact (erf)
@@ -312,6 +326,15 @@ void XLNetModelImpl::ResetParameters() {
       a->r_r_bias.copy_(first->r_r_bias);
       a->r_s_bias.copy_(first->r_s_bias);
     }
+  }
+}
+
+void XLNetModelImpl::SetFusedElementwise(bool on) {
+  fused_elementwise_ = on;
+  for (size_t n = 0; n < layer->size(); ++n) {
+    auto l = layer->ptr<XLNetLayerImpl>(n);
+    l->rel_attn->fused_elementwise = on;
+    l->ff->fused_elementwise = on;
   }
 }
 

@@ -90,6 +90,9 @@ class FeedForwardImpl : public torch::nn::Module {
   double dropout;
   // Dropouts from CounterDropout (attention 'tiled').
   bool counter_dropout = false;
+  // Bias + activation + dropout and dropout + residual + LayerNorm as the
+  // fused ops of model/fused_elementwise.h (train.fused_elementwise).
+  bool fused_elementwise = false;
 };
 TORCH_MODULE(FeedForward);
 
@@ -155,6 +158,15 @@ class XLNetModelImpl : public torch::nn::Module {
   void SetAttention(const AttentionOptions& options);
   const AttentionOptions& attention() const { return attention_; }
 
+  // train.fused_elementwise: every layer's feed-forward and attention
+  // output run their element-wise tails as the fused ops of
+  // model/fused_elementwise.h (CUDA kernels on CUDA tensors, C++ loops on
+  // CPU ones). Same results up to rounding with dropout 0; with dropout
+  // those ops draw their masks from the counter-based generator, seeded
+  // from the default CPU generator.
+  void SetFusedElementwise(bool on);
+  bool fused_elementwise() const { return fused_elementwise_; }
+
   torch::nn::Embedding word_embedding{nullptr};
   torch::Tensor mask_emb;
   torch::nn::ModuleList layer{nullptr};
@@ -163,6 +175,7 @@ class XLNetModelImpl : public torch::nn::Module {
   XLNetConfig config_;
   bool activation_checkpointing_ = false;
   AttentionOptions attention_;
+  bool fused_elementwise_ = false;
 };
 TORCH_MODULE(XLNetModel);
 

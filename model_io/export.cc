@@ -577,7 +577,7 @@ std::string FineTuningTask(const LoadedModel& model) {
 constexpr const char* kFineTuningDataKeys[] = {"tokenizer", "uncased",
                                                "keep_accents"};
 constexpr const char* kFineTuningUnreadTrainKeys[] = {
-    "attention", "activation_checkpointing"};
+    "attention", "activation_checkpointing", "fused_elementwise"};
 
 // The run's resolved config as the card shows it: paths as basenames
 // (data.tokenizer, data.sources[].path); model.architectures the exported

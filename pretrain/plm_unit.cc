@@ -9,6 +9,7 @@
 #include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/sampler.h"
 #include "data_pipeline/tokenizer_identity.h"
+#include "model/fused_elementwise.h"
 #include "model/precision.h"
 #include "model/sdpa_attention.h"
 #include "model_io/load.h"
@@ -129,6 +130,13 @@ absl::StatusOr<XLNetLMHeadModel> MakeModel(const Config& config,
         std::string(TORCH_VERSION) + " (use 'unfused' or 'tiled')");
   }
   model->transformer->SetAttention(attention);
+  if (config.train.fused_elementwise && !FusedElementwiseCompiled()) {
+    return absl::InvalidArgumentError(
+        "train.fused_elementwise: needs a build with -DXLNET_WITH_CUDA=ON "
+        "-DXLNET_CUDA_ATTENTION=ON; this build has no fused element-wise "
+        "kernels (set it to false)");
+  }
+  model->transformer->SetFusedElementwise(config.train.fused_elementwise);
   return model;
 }
 

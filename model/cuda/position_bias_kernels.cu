@@ -6,32 +6,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "model/cuda/dtype_convert.cuh"
 #include "model/cuda/position_bias_kernels.h"
 
 namespace xlnet::position_bias {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float ToFloat(float x) { return x; }
-__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
-__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T FromFloat(float x);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float x) {
-  return __float2half(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
 
 // The row's first band column: bd column of key j is j + shift.
 __device__ __forceinline__ int64_t RowShift(const Params& p, int64_t b,

@@ -135,6 +135,16 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
             std::string::npos);
   config = ParseConfig("train:\n  device: tpu\n", "r.yaml");
   EXPECT_NE(Message(config.status()).find("train.device"), std::string::npos);
+  // The fused element-wise kernels are CUDA only.
+  config = ParseConfig("train:\n  fused_elementwise: true\n", "r.yaml");
+  EXPECT_NE(Message(config.status())
+                .find("r.yaml:2: train.fused_elementwise: needs device cuda"),
+            std::string::npos)
+      << Message(config.status());
+  config = ParseConfig("train:\n  device: cuda\n  fused_elementwise: true\n",
+                       "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->train.fused_elementwise);
   // Early stopping counts evaluations: it needs eval_steps.
   config = ParseConfig("train:\n  patience: 3\n", "r.yaml");
   EXPECT_EQ(Message(config.status()),

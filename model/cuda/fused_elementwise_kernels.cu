@@ -1,0 +1,592 @@
+// The fused element-wise kernels of train.fused_elementwise: see
+// fused_elementwise_kernels.h.
+//
+// BiasAct: a block of 256 threads covers 1024 columns of a chunk of rows;
+// each thread owns 4 consecutive columns (one Philox draw gives their 4
+// dropout decisions, one 4-wide load when cols % 4 == 0) and walks the
+// chunk's rows, so its bias values stay in registers and backward sums
+// its columns' bias gradient in registers before writing one partial row
+// per chunk.
+//
+// ResidualLayerNorm: one warp per row; lane l holds columns 4l + 128g + t
+// (t < 4) in registers, so the row is read once, mean and variance are
+// exact two-pass sums over registers, and the output is written once.
+// Backward gives each block a contiguous chunk of rows, its warps sum
+// their rows' gamma/beta gradients in registers, the block adds its warps
+// in shared memory in warp order and writes one partial row.
+//
+// The partial rows are then added column by column in a fixed order
+// (ColumnSumKernel): the same inputs give the same bits on every run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "model/cuda/dtype_convert.cuh"
+#include "model/cuda/fused_elementwise_kernels.h"
+#include "model/philox.h"
+
+namespace xlnet::fused_elementwise {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+// Columns one BiasAct block covers.
+constexpr int64_t kBiasActTile = 4 * kThreads;
+// About how many blocks BiasAct launches (fills an H100's 132 SMs several
+// times over); the partial rows of the bias gradient follow from it.
+constexpr int64_t kBiasActBlocks = 1024;
+// At most this many blocks (and partial rows) in the LayerNorm backward.
+constexpr int64_t kLayerNormBackwardBlocks = 512;
+
+// Four consecutive elements, for one aligned load or store.
+template <typename T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+
+// Loads elements c0 .. c0 + 3 of `row` as floats (0 past `cols`); `vec`:
+// cols % 4 == 0 and the row is 4-element aligned.
+template <typename T>
+__device__ __forceinline__ void Load4(const T* row, int64_t c0, int64_t cols,
+                                      bool vec, float* out) {
+  if (vec) {
+    const Pack4<T> p = *reinterpret_cast<const Pack4<T>*>(row + c0);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) out[t] = ToFloat(p.v[t]);
+  } else {
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      out[t] = c0 + t < cols ? ToFloat(row[c0 + t]) : 0.f;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void Store4(T* row, int64_t c0, int64_t cols,
+                                       bool vec, const float* in) {
+  if (vec) {
+    Pack4<T> p;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) p.v[t] = FromFloat<T>(in[t]);
+    *reinterpret_cast<Pack4<T>*>(row + c0) = p;
+  } else {
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      if (c0 + t < cols) row[c0 + t] = FromFloat<T>(in[t]);
+  }
+}
+
+// Dropout factors of elements (row, c0 .. c0 + 3), c0 a multiple of 4:
+// scale if kept, 0 if dropped.
+__device__ __forceinline__ void DropFactors(const Dropout& d, int64_t row,
+                                            int64_t c0, float* f) {
+  if (!d.on) {
+#pragma unroll
+    for (int t = 0; t < 4; ++t) f[t] = 1.f;
+    return;
+  }
+  const uint32_t bits =
+      AttentionKeepBits4(d.seed, d.offset, d.stream, row, c0, d.threshold);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) f[t] = (bits >> t) & 1u ? d.scale : 0.f;
+}
+
+constexpr float kSqrtHalf = 0.70710678118654752f;     // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1 / sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2 / pi)
+constexpr float kTanhCubic = 0.044715f;
+
+__device__ __forceinline__ float Act(Activation a, float u) {
+  switch (a) {
+    case Activation::kGelu:
+      return 0.5f * u * (1.f + erff(u * kSqrtHalf));
+    case Activation::kGeluTanh:
+      return 0.5f * u *
+             (1.f + tanhf(kSqrt2OverPi * (u + kTanhCubic * u * u * u)));
+    case Activation::kRelu:
+      break;
+  }
+  return u > 0.f ? u : 0.f;
+}
+
+// d act / du.
+__device__ __forceinline__ float ActGrad(Activation a, float u) {
+  switch (a) {
+    case Activation::kGelu:
+      return 0.5f * (1.f + erff(u * kSqrtHalf)) +
+             u * kInvSqrt2Pi * expf(-0.5f * u * u);
+    case Activation::kGeluTanh: {
+      const float th = tanhf(kSqrt2OverPi * (u + kTanhCubic * u * u * u));
+      return 0.5f * (1.f + th) + 0.5f * u * (1.f - th * th) * kSqrt2OverPi *
+                                     (1.f + 3.f * kTanhCubic * u * u);
+    }
+    case Activation::kRelu:
+      break;
+  }
+  return u > 0.f ? 1.f : 0.f;
+}
+
+// ------------------------------------------------------------------ BiasAct
+
+struct ChunkGrid {
+  int64_t col_tiles, chunks, rows_per_chunk;
+};
+
+ChunkGrid BiasActGrid(int64_t rows, int64_t cols) {
+  ChunkGrid g;
+  g.col_tiles = (cols + kBiasActTile - 1) / kBiasActTile;
+  int64_t chunks = (kBiasActBlocks + g.col_tiles - 1) / g.col_tiles;
+  chunks = chunks < rows ? chunks : rows;
+  if (chunks < 1) chunks = 1;
+  g.rows_per_chunk = (rows + chunks - 1) / chunks;
+  if (g.rows_per_chunk < 1) g.rows_per_chunk = 1;
+  g.chunks = (rows + g.rows_per_chunk - 1) / g.rows_per_chunk;
+  return g;
+}
+
+template <typename T>
+__global__ void BiasActForwardKernel(BiasActParams p, int64_t rows_per_chunk,
+                                     bool vec, T* __restrict__ out) {
+  const int64_t c0 = 4 * (blockIdx.x * int64_t{kThreads} + threadIdx.x);
+  if (c0 >= p.cols) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
+  float bias[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) bias[t] = c0 + t < p.cols ? p.bias[c0 + t] : 0.f;
+  const T* y = static_cast<const T*>(p.y);
+  for (int64_t r = r0; r < r1; ++r) {
+    float v[4], f[4];
+    Load4(y + r * p.cols, c0, p.cols, vec, v);
+    DropFactors(p.drop, r, c0, f);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) v[t] = Act(p.act, v[t] + bias[t]) * f[t];
+    Store4(out + r * p.cols, c0, p.cols, vec, v);
+  }
+}
+
+template <typename T>
+__global__ void BiasActBackwardKernel(BiasActParams p, int64_t rows_per_chunk,
+                                      bool vec, const T* __restrict__ grad_out,
+                                      T* __restrict__ grad_y,
+                                      float* __restrict__ partial) {
+  const int64_t c0 = 4 * (blockIdx.x * int64_t{kThreads} + threadIdx.x);
+  if (c0 >= p.cols) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
+  float bias[4], sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) bias[t] = c0 + t < p.cols ? p.bias[c0 + t] : 0.f;
+  const T* y = static_cast<const T*>(p.y);
+  for (int64_t r = r0; r < r1; ++r) {
+    float v[4], g[4], f[4];
+    Load4(y + r * p.cols, c0, p.cols, vec, v);
+    Load4(grad_out + r * p.cols, c0, p.cols, vec, g);
+    DropFactors(p.drop, r, c0, f);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      g[t] *= f[t] * ActGrad(p.act, v[t] + bias[t]);
+      sum[t] += g[t];
+    }
+    Store4(grad_y + r * p.cols, c0, p.cols, vec, g);
+  }
+  float* part = partial + blockIdx.y * p.cols;
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+    if (c0 + t < p.cols) part[c0 + t] = sum[t];
+}
+
+// out[c] = sum over k < parts of partial[k * stride + c], k in order.
+__global__ void ColumnSumKernel(const float* __restrict__ partial,
+                                int64_t parts, int64_t cols, int64_t stride,
+                                float* __restrict__ out) {
+  const int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.f;
+  for (int64_t k = 0; k < parts; ++k) s += partial[k * stride + c];
+  out[c] = s;
+}
+
+cudaError_t ColumnSum(const float* partial, int64_t parts, int64_t cols,
+                      int64_t stride, float* out, cudaStream_t s) {
+  const int64_t blocks = (cols + kThreads - 1) / kThreads;
+  ColumnSumKernel<<<blocks, kThreads, 0, s>>>(partial, parts, cols, stride,
+                                              out);
+  return cudaGetLastError();
+}
+
+// Whether 4-wide loads and stores are safe: cols % 4 == 0 and every base
+// pointer aligned to 4 elements.
+bool Vectorizable(int64_t cols, int64_t element_bytes,
+                  std::initializer_list<const void*> ptrs) {
+  if (cols % 4 != 0) return false;
+  for (const void* q : ptrs) {
+    if (reinterpret_cast<uintptr_t>(q) % (4 * element_bytes) != 0) return false;
+  }
+  return true;
+}
+
+template <typename T>
+cudaError_t LaunchBiasActForward(const BiasActParams& p, void* out,
+                                 cudaStream_t s) {
+  if (p.rows == 0 || p.cols == 0) return cudaSuccess;
+  const ChunkGrid g = BiasActGrid(p.rows, p.cols);
+  const bool vec = Vectorizable(p.cols, sizeof(T), {p.y, out});
+  BiasActForwardKernel<T><<<dim3(g.col_tiles, g.chunks), kThreads, 0, s>>>(
+      p, g.rows_per_chunk, vec, static_cast<T*>(out));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchBiasActBackward(const BiasActParams& p, const void* grad_out,
+                                  void* grad_y, float* partial,
+                                  float* grad_bias, cudaStream_t s) {
+  if (p.cols == 0) return cudaSuccess;
+  if (p.rows == 0) return cudaMemsetAsync(grad_bias, 0, p.cols * 4, s);
+  const ChunkGrid g = BiasActGrid(p.rows, p.cols);
+  const bool vec = Vectorizable(p.cols, sizeof(T), {p.y, grad_out, grad_y});
+  BiasActBackwardKernel<T><<<dim3(g.col_tiles, g.chunks), kThreads, 0, s>>>(
+      p, g.rows_per_chunk, vec, static_cast<const T*>(grad_out),
+      static_cast<T*>(grad_y), partial);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  return ColumnSum(partial, g.chunks, p.cols, p.cols, grad_bias, s);
+}
+
+// -------------------------------------------------------- ResidualLayerNorm
+
+__device__ __forceinline__ float WarpSum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// z = drop(y) + residual for the lane's columns of row r (0 past cols);
+// kG groups of 4 columns per lane.
+template <typename TY, typename TR, int kG>
+__device__ __forceinline__ void LoadRow(const LayerNormParams& p, int64_t r,
+                                        int lane, bool vec, float* z) {
+  const TY* y = static_cast<const TY*>(p.y) + r * p.cols;
+  const TR* res = static_cast<const TR*>(p.residual) + r * p.cols;
+#pragma unroll
+  for (int g = 0; g < kG; ++g) {
+    const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+    float* zg = z + 4 * g;
+    if (c0 >= p.cols) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) zg[t] = 0.f;
+      continue;
+    }
+    float yv[4], rv[4], f[4];
+    Load4(y, c0, p.cols, vec, yv);
+    Load4(res, c0, p.cols, vec, rv);
+    DropFactors(p.drop, r, c0, f);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) zg[t] = yv[t] * f[t] + rv[t];
+  }
+}
+
+// Mean and 1 / sqrt(variance + eps) of the row in z (two passes over the
+// registers; padding columns hold 0 and are left out of the second pass).
+template <int kG>
+__device__ __forceinline__ void RowStats(const LayerNormParams& p,
+                                         const float* z, int lane, float* mean,
+                                         float* rstd) {
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < 4 * kG; ++k) s += z[k];
+  const float m = WarpSum(s) / static_cast<float>(p.cols);
+  float q = 0.f;
+#pragma unroll
+  for (int g = 0; g < kG; ++g) {
+    const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const float d = z[4 * g + t] - m;
+      if (c0 + t < p.cols) q += d * d;
+    }
+  }
+  *mean = m;
+  *rstd = rsqrtf(WarpSum(q) / static_cast<float>(p.cols) + p.eps);
+}
+
+template <typename TY, typename TR, int kG>
+__global__ void __launch_bounds__(kThreads)
+    LayerNormForwardKernel(LayerNormParams p, bool vec, TR* __restrict__ out,
+                           float* __restrict__ mean_out,
+                           float* __restrict__ rstd_out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t r = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
+  if (r >= p.rows) return;
+  float z[4 * kG];
+  LoadRow<TY, TR, kG>(p, r, lane, vec, z);
+  float mean, rstd;
+  RowStats<kG>(p, z, lane, &mean, &rstd);
+  TR* o = out + r * p.cols;
+#pragma unroll
+  for (int g = 0; g < kG; ++g) {
+    const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+    if (c0 >= p.cols) continue;
+    float gamma[4], beta[4], v[4];
+    Load4(p.gamma, c0, p.cols, vec, gamma);
+    Load4(p.beta, c0, p.cols, vec, beta);
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      v[t] = (z[4 * g + t] - mean) * rstd * gamma[t] + beta[t];
+    Store4(o, c0, p.cols, vec, v);
+  }
+  if (lane == 0) {
+    mean_out[r] = mean;
+    rstd_out[r] = rstd;
+  }
+}
+
+// dz = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat =
+// grad_out * gamma; grad_residual = dz, grad_y = dz * dropout factor.
+template <typename TY, typename TR, int kG>
+__global__ void __launch_bounds__(kThreads)
+    LayerNormBackwardKernel(LayerNormParams p, int64_t rows_per_block, bool vec,
+                            const TR* __restrict__ grad_out,
+                            const float* __restrict__ mean_in,
+                            const float* __restrict__ rstd_in,
+                            TY* __restrict__ grad_y, TR* __restrict__ grad_res,
+                            float* __restrict__ partial) {
+  extern __shared__ float block_sum[];  // [2, cols]: gamma, beta
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r0 = blockIdx.x * rows_per_block;
+  const int64_t r1 = min(p.rows, r0 + rows_per_block);
+  float dgamma[4 * kG], dbeta[4 * kG];
+#pragma unroll
+  for (int k = 0; k < 4 * kG; ++k) dgamma[k] = dbeta[k] = 0.f;
+  for (int64_t r = r0 + warp; r < r1; r += kWarps) {
+    float z[4 * kG], dx[4 * kG];
+    LoadRow<TY, TR, kG>(p, r, lane, vec, z);
+    const float mean = mean_in[r], rstd = rstd_in[r];
+    float sum_dx = 0.f, sum_dx_xhat = 0.f;
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+      float go[4] = {0.f, 0.f, 0.f, 0.f}, gamma[4] = {0.f, 0.f, 0.f, 0.f};
+      if (c0 < p.cols) {
+        Load4(grad_out + r * p.cols, c0, p.cols, vec, go);
+        Load4(p.gamma, c0, p.cols, vec, gamma);
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int k = 4 * g + t;
+        z[k] = (z[k] - mean) * rstd;  // xhat (garbage past cols, unused)
+        dx[k] = go[t] * gamma[t];     // 0 past cols
+        if (c0 + t < p.cols) {
+          dgamma[k] += go[t] * z[k];
+          dbeta[k] += go[t];
+          sum_dx += dx[k];
+          sum_dx_xhat += dx[k] * z[k];
+        }
+      }
+    }
+    const float inv_cols = 1.f / static_cast<float>(p.cols);
+    const float mean_dx = WarpSum(sum_dx) * inv_cols;
+    const float mean_dx_xhat = WarpSum(sum_dx_xhat) * inv_cols;
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+      if (c0 >= p.cols) continue;
+      float dz[4], f[4], dy[4];
+      DropFactors(p.drop, r, c0, f);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int k = 4 * g + t;
+        dz[t] = rstd * (dx[k] - mean_dx - z[k] * mean_dx_xhat);
+        dy[t] = dz[t] * f[t];
+      }
+      Store4(grad_res + r * p.cols, c0, p.cols, vec, dz);
+      Store4(grad_y + r * p.cols, c0, p.cols, vec, dy);
+    }
+  }
+  // The block's sums: warps add theirs in warp order.
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int64_t c = c0 + t;
+          if (c >= p.cols) continue;
+          const int k = 4 * g + t;
+          block_sum[c] = w == 0 ? dgamma[k] : block_sum[c] + dgamma[k];
+          block_sum[p.cols + c] =
+              w == 0 ? dbeta[k] : block_sum[p.cols + c] + dbeta[k];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float* part = partial + blockIdx.x * 2 * p.cols;
+  for (int64_t c = threadIdx.x; c < 2 * p.cols; c += kThreads)
+    part[c] = block_sum[c];
+}
+
+// Column groups per lane the kernels are built for: cols <= 128 * kG.
+template <typename TY, typename TR, int kG>
+cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
+                            float* mean, float* rstd, const void* grad_out,
+                            void* grad_y, void* grad_res, float* partial,
+                            float* grad_gamma, float* grad_beta,
+                            cudaStream_t s) {
+  if (forward) {
+    const bool vec = Vectorizable(p.cols, sizeof(TY), {p.y}) &&
+                     Vectorizable(p.cols, sizeof(TR), {p.residual, out}) &&
+                     Vectorizable(p.cols, 4, {p.gamma, p.beta});
+    const int64_t blocks = (p.rows + kWarps - 1) / kWarps;
+    LayerNormForwardKernel<TY, TR, kG>
+        <<<blocks, kThreads, 0, s>>>(p, vec, static_cast<TR*>(out), mean, rstd);
+    return cudaGetLastError();
+  }
+  const bool vec =
+      Vectorizable(p.cols, sizeof(TY), {p.y, grad_y}) &&
+      Vectorizable(p.cols, sizeof(TR), {p.residual, grad_out, grad_res}) &&
+      Vectorizable(p.cols, 4, {p.gamma});
+  const int64_t blocks = ResidualLayerNormPartialRows(p.rows);
+  const int64_t rows_per_block = (p.rows + blocks - 1) / blocks;
+  const size_t shared = 2 * p.cols * sizeof(float);
+  LayerNormBackwardKernel<TY, TR, kG><<<blocks, kThreads, shared, s>>>(
+      p, rows_per_block, vec, static_cast<const TR*>(grad_out), mean, rstd,
+      static_cast<TY*>(grad_y), static_cast<TR*>(grad_res), partial);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  e = ColumnSum(partial, blocks, p.cols, 2 * p.cols, grad_gamma, s);
+  if (e != cudaSuccess) return e;
+  return ColumnSum(partial + p.cols, blocks, p.cols, 2 * p.cols, grad_beta, s);
+}
+
+template <typename TY, typename TR>
+cudaError_t DispatchGroups(const LayerNormParams& p, bool forward, void* out,
+                           float* mean, float* rstd, const void* grad_out,
+                           void* grad_y, void* grad_res, float* partial,
+                           float* grad_gamma, float* grad_beta,
+                           cudaStream_t s) {
+  const int64_t groups = (p.cols + 127) / 128;
+#define XLNET_LN_GROUPS(G)                                                   \
+  if (groups <= G)                                                           \
+    return LaunchLayerNorm<TY, TR, G>(p, forward, out, mean, rstd, grad_out, \
+                                      grad_y, grad_res, partial, grad_gamma, \
+                                      grad_beta, s);
+  XLNET_LN_GROUPS(1)
+  XLNET_LN_GROUPS(2)
+  XLNET_LN_GROUPS(4)
+  XLNET_LN_GROUPS(6)
+  XLNET_LN_GROUPS(8)
+  XLNET_LN_GROUPS(16)
+#undef XLNET_LN_GROUPS
+  static_assert(16 * 128 == kMaxLayerNormCols, "groups cover the max cols");
+  return cudaErrorInvalidValue;
+}
+
+template <typename TY>
+cudaError_t DispatchResidual(const LayerNormParams& p, bool forward, void* out,
+                             float* mean, float* rstd, const void* grad_out,
+                             void* grad_y, void* grad_res, float* partial,
+                             float* grad_gamma, float* grad_beta,
+                             cudaStream_t s) {
+  if (p.res_dtype == DType::kFloat) {
+    return DispatchGroups<TY, float>(p, forward, out, mean, rstd, grad_out,
+                                     grad_y, grad_res, partial, grad_gamma,
+                                     grad_beta, s);
+  }
+  if (p.res_dtype != p.y_dtype) return cudaErrorInvalidValue;
+  return DispatchGroups<TY, TY>(p, forward, out, mean, rstd, grad_out, grad_y,
+                                grad_res, partial, grad_gamma, grad_beta, s);
+}
+
+cudaError_t LayerNorm(const LayerNormParams& p, bool forward, void* out,
+                      float* mean, float* rstd, const void* grad_out,
+                      void* grad_y, void* grad_res, float* partial,
+                      float* grad_gamma, float* grad_beta, cudaStream_t s) {
+  if (p.cols < 1 || p.cols > kMaxLayerNormCols) return cudaErrorInvalidValue;
+  if (p.rows == 0) {
+    if (forward) return cudaSuccess;
+    cudaError_t e = cudaMemsetAsync(grad_gamma, 0, p.cols * 4, s);
+    if (e != cudaSuccess) return e;
+    return cudaMemsetAsync(grad_beta, 0, p.cols * 4, s);
+  }
+  switch (p.y_dtype) {
+    case DType::kFloat:
+      return DispatchResidual<float>(p, forward, out, mean, rstd, grad_out,
+                                     grad_y, grad_res, partial, grad_gamma,
+                                     grad_beta, s);
+    case DType::kHalf:
+      return DispatchResidual<__half>(p, forward, out, mean, rstd, grad_out,
+                                      grad_y, grad_res, partial, grad_gamma,
+                                      grad_beta, s);
+    case DType::kBFloat16:
+      return DispatchResidual<__nv_bfloat16>(p, forward, out, mean, rstd,
+                                             grad_out, grad_y, grad_res,
+                                             partial, grad_gamma, grad_beta, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+int64_t BiasActPartialRows(int64_t rows, int64_t cols) {
+  if (rows == 0) return 0;
+  return BiasActGrid(rows, cols).chunks;
+}
+
+cudaError_t BiasActForward(const BiasActParams& p, void* out,
+                           cudaStream_t stream) {
+  switch (p.dtype) {
+    case DType::kFloat:
+      return LaunchBiasActForward<float>(p, out, stream);
+    case DType::kHalf:
+      return LaunchBiasActForward<__half>(p, out, stream);
+    case DType::kBFloat16:
+      return LaunchBiasActForward<__nv_bfloat16>(p, out, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t BiasActBackward(const BiasActParams& p, const void* grad_out,
+                            void* grad_y, float* partial, float* grad_bias,
+                            cudaStream_t stream) {
+  switch (p.dtype) {
+    case DType::kFloat:
+      return LaunchBiasActBackward<float>(p, grad_out, grad_y, partial,
+                                          grad_bias, stream);
+    case DType::kHalf:
+      return LaunchBiasActBackward<__half>(p, grad_out, grad_y, partial,
+                                           grad_bias, stream);
+    case DType::kBFloat16:
+      return LaunchBiasActBackward<__nv_bfloat16>(p, grad_out, grad_y, partial,
+                                                  grad_bias, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int64_t ResidualLayerNormPartialRows(int64_t rows) {
+  const int64_t blocks = (rows + kWarps - 1) / kWarps;
+  if (blocks < 1) return 1;
+  return blocks < kLayerNormBackwardBlocks ? blocks : kLayerNormBackwardBlocks;
+}
+
+cudaError_t ResidualLayerNormForward(const LayerNormParams& p, void* out,
+                                     float* mean, float* rstd,
+                                     cudaStream_t stream) {
+  return LayerNorm(p, true, out, mean, rstd, nullptr, nullptr, nullptr, nullptr,
+                   nullptr, nullptr, stream);
+}
+
+cudaError_t ResidualLayerNormBackward(const LayerNormParams& p,
+                                      const void* grad_out, const float* mean,
+                                      const float* rstd, void* grad_y,
+                                      void* grad_residual, float* partial,
+                                      float* grad_gamma, float* grad_beta,
+                                      cudaStream_t stream) {
+  return LayerNorm(p, false, nullptr, const_cast<float*>(mean),
+                   const_cast<float*>(rstd), grad_out, grad_y, grad_residual,
+                   partial, grad_gamma, grad_beta, stream);
+}
+
+}  // namespace xlnet::fused_elementwise

@@ -1,0 +1,82 @@
+// Fused element-wise ops of the feed-forward and attention-output blocks
+// (train.fused_elementwise): each replaces a chain of LibTorch element-wise
+// passes (and, under bf16 autocast, fp32 round trips) by one pass forward
+// and one backward.
+//
+//   BiasActivationDropout:    dropout(act(y + bias)), act = gelu (erf),
+//                             gelu_new (tanh) or relu; the feed-forward's
+//                             layer_1 then runs without its bias.
+//   DropoutResidualLayerNorm: LayerNorm(dropout(y) + residual), fp32
+//                             statistics, output in the residual's dtype.
+//
+// Dropout is counter-based (model/philox.h): element (row, col) of the
+// input seen as [rows, cols] (cols = last dimension) is kept iff
+// AttentionKeepBits4(seed, offset, stream, row, col & ~3, threshold) has bit
+// col & 3 set, stream a constant per op; kept values are scaled by
+// 1 / (1 - p). Backward regenerates the mask instead of storing it. CPU
+// tensors run plain C++ loops (the reference, fp32 arithmetic), CUDA tensors
+// the kernels of cuda/fused_elementwise_kernels.cu (builds with
+// -DXLNET_CUDA_ATTENTION=ON), with the same maths and the same dropout
+// decisions. Gradients of bias, gamma and beta are deterministic (per-block
+// partial sums, then a fixed-order sum; no atomics).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace xlnet {
+
+// Whether this build contains the CUDA kernels (-DXLNET_CUDA_ATTENTION=ON).
+bool FusedElementwiseCompiled();
+
+// The activation of BiasActivationDropout.
+enum class FusedActivation { kGelu, kGeluTanh, kRelu };
+
+// The config's ff_activation ("gelu", "gelu_new", "relu") as a
+// FusedActivation; TORCH_CHECK failure for anything else.
+FusedActivation FusedActivationFromName(const std::string& name);
+
+// Counter-based dropout of one op call: p = 0 keeps everything.
+struct ElementwiseDropout {
+  double p = 0;  // drop probability in [0, 1)
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
+// The dropout of a module's forward: p with a seed drawn from the default
+// CPU generator when training and p > 0 (so activation checkpointing's
+// replay, which restores that generator, and a resumed run draw the same
+// masks), else no dropout.
+ElementwiseDropout DrawElementwiseDropout(double p, bool training);
+
+// dropout(act(y + bias)): y [..., C] fp32, fp16 or bf16; bias [C] (any
+// floating dtype, used in fp32). Returns y's shape and dtype;
+// differentiable in y and bias (bias's gradient in bias's dtype). Stores y
+// and bias for backward.
+torch::Tensor BiasActivationDropout(const torch::Tensor& y,
+                                    const torch::Tensor& bias,
+                                    FusedActivation act,
+                                    const ElementwiseDropout& dropout);
+
+// LayerNorm(dropout(y) + residual) over the last dimension C: y [..., C]
+// fp32, fp16 or bf16; residual of y's shape, fp32 or y's dtype; gamma,
+// beta [C] (used in fp32). Statistics in fp32; returns the residual's
+// dtype; differentiable in y, residual, gamma and beta. On CUDA C is at most
+// 2048. Stores y, residual, gamma and the per-row mean and 1/std.
+torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
+                                       const torch::Tensor& residual,
+                                       const torch::Tensor& gamma,
+                                       const torch::Tensor& beta, double eps,
+                                       const ElementwiseDropout& dropout);
+
+// The keep decisions of each op for an input seen as [rows, cols], as a
+// bool tensor (true = kept), from the scalar Philox reference: for tests
+// (the ops never materialise it).
+torch::Tensor BiasActivationDropoutKeepMask(int64_t rows, int64_t cols,
+                                            const ElementwiseDropout& dropout);
+torch::Tensor DropoutResidualLayerNormKeepMask(
+    int64_t rows, int64_t cols, const ElementwiseDropout& dropout);
+
+}  // namespace xlnet

@@ -1,0 +1,476 @@
+// The fused element-wise ops (model/fused_elementwise.h): the CPU
+// implementation against the LibTorch ops it replaces (dropout 0, and
+// dropout > 0 with the op's own keep mask), forward and gradients in fp32
+// and with bf16 inputs; the keep rate; the whole model with
+// train.fused_elementwise against the unfused model; activation
+// checkpointing with the fused ops' dropout; and on a GPU the CUDA kernels
+// against the CPU implementation.
+#include "model/fused_elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "tests/model/test_util.h"
+
+namespace xlnet {
+namespace {
+
+using testing::MaxAbsDiff;
+
+// max |a - b| / max |b|: the error relative to the reference's magnitude.
+double RelDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = b.abs().max().to(torch::kDouble).item<double>();
+  return MaxAbsDiff(a, b) / std::max(scale, 1e-30);
+}
+
+// Dropout p from (seed, offset).
+ElementwiseDropout Dropout(double p, uint64_t seed, uint64_t offset = 0) {
+  ElementwiseDropout d;
+  d.p = p;
+  d.seed = seed;
+  d.offset = offset;
+  return d;
+}
+
+torch::Tensor Activation(const torch::Tensor& u, FusedActivation act) {
+  switch (act) {
+    case FusedActivation::kGelu:
+      return torch::gelu(u);
+    case FusedActivation::kGeluTanh:
+      return torch::gelu(u, "tanh");
+    case FusedActivation::kRelu:
+      break;
+  }
+  return torch::relu(u);
+}
+
+const char* Name(FusedActivation act) {
+  switch (act) {
+    case FusedActivation::kGelu:
+      return "gelu";
+    case FusedActivation::kGeluTanh:
+      return "gelu_new";
+    case FusedActivation::kRelu:
+      break;
+  }
+  return "relu";
+}
+
+// The LibTorch ops BiasActivationDropout replaces, with the op's keep mask
+// (p > 0) or none.
+torch::Tensor ReferenceBiasAct(const torch::Tensor& y, const torch::Tensor& b,
+                               FusedActivation act,
+                               const ElementwiseDropout& d) {
+  auto out = Activation(y + b, act);
+  if (d.p == 0) return out;
+  const int64_t cols = y.size(-1);
+  auto keep = BiasActivationDropoutKeepMask(y.numel() / cols, cols, d)
+                  .view(y.sizes())
+                  .to(out.scalar_type());
+  return out * keep / (1 - d.p);
+}
+
+torch::Tensor ReferenceResidualLn(const torch::Tensor& y,
+                                  const torch::Tensor& residual,
+                                  const torch::Tensor& gamma,
+                                  const torch::Tensor& beta, double eps,
+                                  const ElementwiseDropout& d) {
+  auto z = y;
+  if (d.p > 0) {
+    const int64_t cols = y.size(-1);
+    auto keep = DropoutResidualLayerNormKeepMask(y.numel() / cols, cols, d)
+                    .view(y.sizes())
+                    .to(y.scalar_type());
+    z = y * keep / (1 - d.p);
+  }
+  return torch::layer_norm(z + residual, {y.size(-1)}, gamma, beta, eps);
+}
+
+// Values and gradients of f(inputs) for a fixed upstream gradient.
+struct OpResult {
+  torch::Tensor out;
+  std::vector<torch::Tensor> grads;
+};
+
+template <typename F>
+OpResult RunWithGrads(F f, std::vector<torch::Tensor> inputs,
+                      const torch::Tensor& grad_out) {
+  for (auto& t : inputs) t = t.detach().clone().requires_grad_(true);
+  OpResult r;
+  r.out = f(inputs);
+  auto grads = torch::autograd::grad({r.out}, inputs,
+                                     {grad_out.to(r.out.scalar_type())});
+  r.out = r.out.detach();
+  for (auto& g : grads) r.grads.push_back(g.detach());
+  return r;
+}
+
+// BiasActivationDropout (fused) or the LibTorch ops it replaces (in fp32)
+// on y and b, with gradients for grad_out.
+OpResult BiasActRun(bool fused, const torch::Tensor& y, const torch::Tensor& b,
+                    FusedActivation act, const ElementwiseDropout& d,
+                    const torch::Tensor& grad_out) {
+  return RunWithGrads(
+      [&](const std::vector<torch::Tensor>& in) {
+        return fused ? BiasActivationDropout(in[0], in[1], act, d)
+                     : ReferenceBiasAct(in[0].to(torch::kFloat), in[1], act, d);
+      },
+      {y, b}, grad_out);
+}
+
+// DropoutResidualLayerNorm (fused) or the LibTorch ops (y in fp32).
+OpResult ResidualLnRun(bool fused, const std::vector<torch::Tensor>& inputs,
+                       double eps, const ElementwiseDropout& d,
+                       const torch::Tensor& grad_out) {
+  return RunWithGrads(
+      [&](const std::vector<torch::Tensor>& in) {
+        return fused ? DropoutResidualLayerNorm(in[0], in[1], in[2], in[3], eps,
+                                                d)
+                     : ReferenceResidualLn(in[0].to(torch::kFloat), in[1],
+                                           in[2], in[3], eps, d);
+      },
+      inputs, grad_out);
+}
+
+// ------------------------------------------------------ BiasActivationDropout
+
+class BiasActTest
+    : public ::testing::TestWithParam<std::tuple<FusedActivation, double>> {};
+
+TEST_P(BiasActTest, Fp32MatchesLibTorchOps) {
+  const auto [act, p] = GetParam();
+  torch::manual_seed(1);
+  // 7 columns: neither a multiple of 4 nor of anything the op tiles by.
+  const auto y = torch::randn({3, 5, 7}) * 2;
+  const auto b = torch::randn({7});
+  const auto grad_out = torch::randn({3, 5, 7});
+  const ElementwiseDropout d = Dropout(p, 1234, 5);
+  const OpResult fused = BiasActRun(true, y, b, act, d, grad_out);
+  const OpResult ref = BiasActRun(false, y, b, act, d, grad_out);
+  SCOPED_TRACE(Name(act));
+  EXPECT_EQ(fused.out.scalar_type(), torch::kFloat);
+  EXPECT_LE(RelDiff(fused.out, ref.out), 1e-5);
+  EXPECT_LE(RelDiff(fused.grads[0], ref.grads[0]), 1e-5);
+  EXPECT_LE(RelDiff(fused.grads[1], ref.grads[1]), 1e-5);
+  if (p > 0) {
+    // Some elements really are dropped, and exactly those of the mask.
+    EXPECT_GT((fused.out == 0).sum().item<int64_t>(), 0);
+  }
+}
+
+// bf16 y (as under autocast) with an fp32 bias: the reference runs the
+// LibTorch ops in fp32 on the same bf16 values, so the op differs only by
+// rounding its bf16 output and y gradient: within 1% of the largest value.
+TEST_P(BiasActTest, Bf16InputsWithinRounding) {
+  const auto [act, p] = GetParam();
+  torch::manual_seed(2);
+  const auto y = (torch::randn({4, 33}) * 2).to(torch::kBFloat16);
+  const auto b = torch::randn({33});
+  const auto grad_out = torch::randn({4, 33}).to(torch::kBFloat16);
+  const ElementwiseDropout d = Dropout(p, 99);
+  const OpResult fused = BiasActRun(true, y, b, act, d, grad_out);
+  const OpResult ref = BiasActRun(false, y, b, act, d, grad_out);
+  SCOPED_TRACE(Name(act));
+  EXPECT_EQ(fused.out.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(fused.grads[0].scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(fused.grads[1].scalar_type(), torch::kFloat);
+  EXPECT_LE(RelDiff(fused.out, ref.out), 1e-2);
+  EXPECT_LE(RelDiff(fused.grads[0], ref.grads[0]), 1e-2);
+  // The bias gradient sums fp32 values before any rounding.
+  EXPECT_LE(RelDiff(fused.grads[1], ref.grads[1]), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Activations, BiasActTest,
+    ::testing::Combine(::testing::Values(FusedActivation::kGelu,
+                                         FusedActivation::kGeluTanh,
+                                         FusedActivation::kRelu),
+                       ::testing::Values(0.0, 0.3)));
+
+// -----------------------------------------------------
+// DropoutResidualLayerNorm
+
+class ResidualLnTest : public ::testing::TestWithParam<double> {};
+
+TEST_P(ResidualLnTest, Fp32MatchesLibTorchOps) {
+  const double p = GetParam();
+  torch::manual_seed(3);
+  const auto y = torch::randn({2, 6, 10});
+  const auto residual = torch::randn({2, 6, 10}) * 3 + 1;
+  const auto gamma = torch::randn({10});
+  const auto beta = torch::randn({10});
+  const auto grad_out = torch::randn({2, 6, 10});
+  const ElementwiseDropout d = Dropout(p, 77, 3);
+  const double eps = 1e-12;
+  const OpResult fused =
+      ResidualLnRun(true, {y, residual, gamma, beta}, eps, d, grad_out);
+  const OpResult ref =
+      ResidualLnRun(false, {y, residual, gamma, beta}, eps, d, grad_out);
+  EXPECT_LE(RelDiff(fused.out, ref.out), 1e-5);
+  const char* names[] = {"y", "residual", "gamma", "beta"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LE(RelDiff(fused.grads[i], ref.grads[i]), 1e-5) << names[i];
+  }
+}
+
+// bf16 y (the projection under autocast) with the fp32 residual stream: the
+// output is fp32 and computed in fp32 from the same values (1e-5); only the
+// y gradient is rounded to bf16 (1%).
+TEST_P(ResidualLnTest, Bf16InputWithFp32Residual) {
+  const double p = GetParam();
+  torch::manual_seed(4);
+  const auto y = torch::randn({3, 40}).to(torch::kBFloat16);
+  const auto residual = torch::randn({3, 40});
+  const auto gamma = torch::randn({40});
+  const auto beta = torch::randn({40});
+  const auto grad_out = torch::randn({3, 40});
+  const ElementwiseDropout d = Dropout(p, 5);
+  const OpResult fused =
+      ResidualLnRun(true, {y, residual, gamma, beta}, 1e-5, d, grad_out);
+  const OpResult ref =
+      ResidualLnRun(false, {y, residual, gamma, beta}, 1e-5, d, grad_out);
+  EXPECT_EQ(fused.out.scalar_type(), torch::kFloat);
+  EXPECT_EQ(fused.grads[0].scalar_type(), torch::kBFloat16);
+  EXPECT_LE(RelDiff(fused.out, ref.out), 1e-5);
+  EXPECT_LE(RelDiff(fused.grads[0], ref.grads[0]), 1e-2);
+  EXPECT_LE(RelDiff(fused.grads[1], ref.grads[1]), 1e-5);
+  EXPECT_LE(RelDiff(fused.grads[2], ref.grads[2]), 1e-5);
+  EXPECT_LE(RelDiff(fused.grads[3], ref.grads[3]), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dropout, ResidualLnTest, ::testing::Values(0.0, 0.25));
+
+// ------------------------------------------------------------ the dropout
+
+TEST(FusedElementwiseDropoutTest, KeepRateAndSeeds) {
+  const double p = 0.1;
+  const int64_t rows = 96, cols = 768;  // 73,728 decisions
+  const ElementwiseDropout d = Dropout(p, 2024);
+  const double n = rows * cols;
+  const double sigma = std::sqrt(p * (1 - p) / n);  // ~1.1e-3
+  for (const auto& keep : {BiasActivationDropoutKeepMask(rows, cols, d),
+                           DropoutResidualLayerNormKeepMask(rows, cols, d)}) {
+    const double kept = keep.to(torch::kDouble).mean().item<double>();
+    EXPECT_NEAR(kept, 1 - p, 4 * sigma);
+  }
+  // The two ops draw different masks from one seed; another seed or offset
+  // gives another mask; the same seed the same one.
+  const auto a = BiasActivationDropoutKeepMask(rows, cols, d);
+  EXPECT_FALSE(a.equal(DropoutResidualLayerNormKeepMask(rows, cols, d)));
+  EXPECT_TRUE(a.equal(BiasActivationDropoutKeepMask(rows, cols, d)));
+  ElementwiseDropout other = d;
+  other.seed = 2025;
+  EXPECT_FALSE(a.equal(BiasActivationDropoutKeepMask(rows, cols, other)));
+  other = d;
+  other.offset = 1;
+  EXPECT_FALSE(a.equal(BiasActivationDropoutKeepMask(rows, cols, other)));
+  // p = 0 keeps everything.
+  EXPECT_TRUE(BiasActivationDropoutKeepMask(4, 9, ElementwiseDropout{})
+                  .all()
+                  .item<bool>());
+  // The op drops exactly the mask's zeros.
+  const auto y = torch::rand({rows, cols}) + 1;  // relu(y) = y > 0
+  const auto out =
+      BiasActivationDropout(y, torch::zeros({cols}), FusedActivation::kRelu, d);
+  EXPECT_TRUE((out != 0).equal(a));
+}
+
+TEST(FusedElementwiseDropoutTest, DrawnOnlyWhenTraining) {
+  EXPECT_EQ(DrawElementwiseDropout(0.1, false).p, 0);
+  EXPECT_EQ(DrawElementwiseDropout(0.0, true).p, 0);
+  torch::manual_seed(8);
+  const auto a = DrawElementwiseDropout(0.1, true);
+  const auto b = DrawElementwiseDropout(0.1, true);
+  torch::manual_seed(8);
+  EXPECT_EQ(DrawElementwiseDropout(0.1, true).seed, a.seed);
+  EXPECT_NE(a.seed, b.seed);
+  EXPECT_EQ(a.p, 0.1);
+}
+
+TEST(FusedElementwiseTest, RejectsBadArguments) {
+  const auto y = torch::randn({2, 4});
+  EXPECT_THROW(
+      BiasActivationDropout(y, torch::zeros({3}), FusedActivation::kGelu, {}),
+      c10::Error);
+  EXPECT_THROW(BiasActivationDropout(y.to(torch::kDouble), torch::zeros({4}),
+                                     FusedActivation::kGelu, {}),
+               c10::Error);
+  EXPECT_THROW(
+      DropoutResidualLayerNorm(y, torch::randn({2, 5}), torch::ones({4}),
+                               torch::zeros({4}), 1e-5, {}),
+      c10::Error);
+  ElementwiseDropout bad;
+  bad.p = 1;
+  EXPECT_THROW(DropoutResidualLayerNorm(y, y, torch::ones({4}),
+                                        torch::zeros({4}), 1e-5, bad),
+               c10::Error);
+  EXPECT_THROW(FusedActivationFromName("swish"), c10::Error);
+}
+
+// ------------------------------------------------------------ the model
+
+struct ModelStep {
+  torch::Tensor logits;
+  double loss = 0;
+  std::map<std::string, torch::Tensor> grads;
+};
+
+ModelStep TrainStep(XLNetLMHeadModel& model, const XLNetInputs& x,
+                    const torch::Tensor& labels, bool fused, bool checkpointing,
+                    uint64_t seed) {
+  model->train();
+  model->zero_grad();
+  model->transformer->SetFusedElementwise(fused);
+  model->transformer->SetActivationCheckpointing(checkpointing);
+  torch::manual_seed(seed);
+  XLNetLMOutputs out = model->forward(x);
+  auto loss = PartialPredictionLoss(out.logits, labels);
+  loss.backward();
+  ModelStep s;
+  s.logits = out.logits.detach();
+  s.loss = loss.item<double>();
+  for (const auto& p : model->named_parameters()) {
+    if (p.value().grad().defined()) s.grads[p.key()] = p.value().grad().clone();
+  }
+  return s;
+}
+
+// Dropout 0: the fused model computes the unfused model's function (all
+// three activations, both streams, memory, segments, padding).
+TEST(FusedElementwiseModelTest, MatchesUnfusedModelWithoutDropout) {
+  for (const char* act : {"gelu", "gelu_new", "relu"}) {
+    SCOPED_TRACE(act);
+    XLNetConfig config = testing::TinyConfig();
+    config.ff_activation = act;
+    auto model = testing::MakeRandomModel(config, 5);
+    XLNetInputs x = testing::MakePlmInputs(3, 10, 3, config.vocab_size,
+                                           {0, 2, 0}, /*seed=*/6);
+    x.mems = {torch::randn({4, 3, config.d_model}),
+              torch::randn({4, 3, config.d_model})};
+    const auto labels = torch::randint(0, config.vocab_size, {3, 3});
+    const ModelStep plain = TrainStep(model, x, labels, false, false, 1);
+    const ModelStep fused = TrainStep(model, x, labels, true, false, 1);
+    EXPECT_LE(MaxAbsDiff(plain.logits, fused.logits), 1e-4);
+    EXPECT_NEAR(plain.loss, fused.loss, 1e-5);
+    ASSERT_EQ(plain.grads.size(), fused.grads.size());
+    double worst = 0;
+    for (const auto& [name, g] : plain.grads) {
+      const double d = RelDiff(fused.grads.at(name), g);
+      EXPECT_LE(d, 1e-4) << name;
+      worst = std::max(worst, d);
+    }
+    std::printf("[ diff     ] %s: %zu grads, worst relative %.3g\n", act,
+                plain.grads.size(), worst);
+  }
+}
+
+// With dropout, activation checkpointing's replay draws the same seeds (it
+// restores the CPU generator), so the fused ops drop the same elements:
+// loss and gradients equal the run without checkpointing.
+TEST(FusedElementwiseModelTest, ActivationCheckpointingReplaysTheDropout) {
+  XLNetConfig config = testing::TinyConfig();
+  config.dropout = 0.2;
+  auto model = testing::MakeRandomModel(config, 7);
+  XLNetInputs x =
+      testing::MakePlmInputs(2, 9, 2, config.vocab_size, {0, 1}, /*seed=*/8);
+  const auto labels = torch::randint(0, config.vocab_size, {2, 2});
+  const ModelStep plain = TrainStep(model, x, labels, true, false, 3);
+  const ModelStep ckpt = TrainStep(model, x, labels, true, true, 3);
+  EXPECT_NEAR(plain.loss, ckpt.loss, 1e-6);
+  for (const auto& [name, g] : plain.grads) {
+    EXPECT_LE(MaxAbsDiff(g, ckpt.grads.at(name)), 1e-6) << name;
+  }
+  // Dropout is on: another seed gives another loss.
+  const ModelStep other = TrainStep(model, x, labels, true, false, 4);
+  EXPECT_GT(std::abs(other.loss - plain.loss), 1e-4);
+}
+
+// ------------------------------------------------------------ CUDA
+
+// Fills blocks of the given sizes (bytes) with NaN and frees them to the
+// caching allocator (on the current stream, so in order with what
+// follows): the op's outputs and workspaces of those sizes reuse them, and
+// an element a kernel fails to write reads as NaN.
+void PoisonCudaAllocator(const std::vector<int64_t>& bytes) {
+  std::vector<torch::Tensor> blocks;
+  for (const int64_t n : bytes) {
+    blocks.push_back(torch::full({(n + 3) / 4},
+                                 std::numeric_limits<float>::quiet_NaN(),
+                                 torch::TensorOptions().device(torch::kCUDA)));
+  }
+}
+
+// The CUDA kernels against the CPU implementation on fresh random inputs,
+// forward and backward, fp32 and bf16, with and without dropout, on a
+// vectorised shape (cols % 4 == 0, the base preset's 768 and 3072 columns)
+// and a scalar one (cols 10).
+TEST(FusedElementwiseCudaTest, MatchesTheCpuImplementation) {
+  if (!torch::cuda::is_available() || !FusedElementwiseCompiled()) {
+    GTEST_SKIP() << "needs a GPU and a build with -DXLNET_CUDA_ATTENTION=ON";
+  }
+  const auto gpu = [](const std::vector<torch::Tensor>& ts) {
+    std::vector<torch::Tensor> out;
+    for (const auto& t : ts) out.push_back(t.to(torch::kCUDA));
+    return out;
+  };
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    // fp32: the same fp32 maths (erff, rsqrtf and summation order differ);
+    // bf16: one rounding of the output apart.
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+    const int64_t e = dtype == torch::kFloat ? 4 : 2;
+    for (const double p : {0.0, 0.2}) {
+      for (const auto& [rows, cols, inner] :
+           std::vector<std::tuple<int64_t, int64_t, int64_t>>{{517, 768, 3072},
+                                                              {37, 10, 18}}) {
+        SCOPED_TRACE(::testing::Message() << dtype << " p " << p << " rows "
+                                          << rows << " cols " << cols);
+        torch::manual_seed(rows + cols);
+        const ElementwiseDropout d = Dropout(p, 0x1234567890ull, 11);
+        const auto y1 = torch::randn({rows, inner}).to(dtype);
+        const auto b1 = torch::randn({inner});
+        const auto g1 = torch::randn({rows, inner}).to(dtype);
+        const std::vector<torch::Tensor> ln_in = {
+            torch::randn({rows, cols}).to(dtype), torch::randn({rows, cols}),
+            torch::randn({cols}), torch::randn({cols})};
+        const auto g2 = torch::randn({rows, cols});
+        const auto gelu = FusedActivation::kGelu;
+        const OpResult cpu1 = BiasActRun(true, y1, b1, gelu, d, g1);
+        const OpResult cpu2 = ResidualLnRun(true, ln_in, 1e-12, d, g2);
+        PoisonCudaAllocator(
+            {rows * inner * e, rows * inner * e, inner * 4, 1024 * inner * 4});
+        const auto in1 = gpu({y1, b1, g1});
+        const OpResult gpu1 = BiasActRun(true, in1[0], in1[1], gelu, d, in1[2]);
+        PoisonCudaAllocator({rows * cols * 4, rows * cols * e, rows * cols * 4,
+                             rows * 4, rows * 4, cols * 4, cols * 4,
+                             512 * 2 * cols * 4});
+        const OpResult gpu2 =
+            ResidualLnRun(true, gpu(ln_in), 1e-12, d, g2.to(torch::kCUDA));
+        EXPECT_LE(RelDiff(gpu1.out, cpu1.out), tol) << "bias act out";
+        EXPECT_LE(RelDiff(gpu1.grads[0], cpu1.grads[0]), tol) << "grad y";
+        EXPECT_LE(RelDiff(gpu1.grads[1], cpu1.grads[1]), 1e-4) << "grad bias";
+        EXPECT_LE(RelDiff(gpu2.out, cpu2.out), 1e-5) << "ln out";
+        EXPECT_LE(RelDiff(gpu2.grads[0], cpu2.grads[0]), tol) << "grad y";
+        const char* names[] = {"grad residual", "grad gamma", "grad beta"};
+        for (int i = 1; i < 4; ++i) {
+          EXPECT_LE(RelDiff(gpu2.grads[i], cpu2.grads[i]), 1e-4)
+              << names[i - 1];
+        }
+        // No atomics: a second backward gives the same bits.
+        const OpResult again =
+            ResidualLnRun(true, gpu(ln_in), 1e-12, d, g2.to(torch::kCUDA));
+        EXPECT_TRUE(again.grads[2].equal(gpu2.grads[2]));
+        EXPECT_TRUE(again.grads[3].equal(gpu2.grads[3]));
+        const OpResult again1 =
+            BiasActRun(true, in1[0], in1[1], gelu, d, in1[2]);
+        EXPECT_TRUE(again1.grads[1].equal(gpu1.grads[1]));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xlnet
