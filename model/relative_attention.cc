@@ -57,6 +57,19 @@ double MaskedScoreValue(torch::ScalarType dtype) {
   return dtype == torch::kHalf ? -65000.0 : -1e30;
 }
 
+torch::Tensor AddHeadBias(const torch::Tensor& q, const torch::Tensor& bias) {
+  const int64_t h = q.size(1), dh = q.size(3);
+  return q + bias.to(q.scalar_type()).view({1, h, 1, dh});  // [B, H, Lq, Dh]
+}
+
+torch::Tensor SegmentScores(const torch::Tensor& q,
+                            const torch::Tensor& r_s_bias,
+                            const torch::Tensor& seg_embed) {
+  // [B, H, Lq, Dh] x [H, Dh, 2] -> [B, H, Lq, 2]
+  return torch::matmul(AddHeadBias(q, r_s_bias),
+                       seg_embed.to(q.scalar_type()).permute({1, 2, 0}));
+}
+
 void CheckAttentionCoreShapes(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v,
                               const torch::Tensor& k_r) {
@@ -78,15 +91,12 @@ torch::Tensor RelativeAttentionCore(
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training) {
   CheckAttentionCoreShapes(q, k, v, k_r);
-  const int64_t h = q.size(1), dh = q.size(3);
+  const int64_t dh = q.size(3);
   const int64_t klen = k.size(2);
-  const auto hd = [&](const torch::Tensor& t) {
-    return t.view({1, h, 1, dh});  // [1, H, 1, Dh]
-  };
   // Content term: [B, H, Lq, Dh] x [B, H, Dh, K] -> [B, H, Lq, K].
-  auto ac = torch::matmul(q + hd(r_w_bias), k.transpose(2, 3));
+  auto ac = torch::matmul(AddHeadBias(q, r_w_bias), k.transpose(2, 3));
   // Position term: [B, H, Lq, Dh] x [Bp, H, Dh, R] -> [B, H, Lq, R].
-  auto bd = torch::matmul(q + hd(r_r_bias), k_r.transpose(2, 3));
+  auto bd = torch::matmul(AddHeadBias(q, r_r_bias), k_r.transpose(2, 3));
   bd = bias.query_pos.defined() ? RelShiftAt(bd, bias.query_pos, qlen, klen)
                                 : RelShift(bd, klen);  // [B, H, Lq, K]
   // The score is built in place on ac's fresh buffer: none of add_, mul_ and
@@ -95,8 +105,7 @@ torch::Tensor RelativeAttentionCore(
   auto score = ac;
   score.add_(bd);
   if (bias.seg_diff.defined()) {
-    // Segment term: [B, H, Lq, Dh] x [H, Dh, 2] -> [B, H, Lq, 2].
-    auto e = torch::matmul(q + hd(r_s_bias), seg_embed.permute({1, 2, 0}));
+    auto e = SegmentScores(q, r_s_bias, seg_embed);           // [B, H, Lq, 2]
     auto e_same = e.narrow(3, 0, 1);                          // [B, H, Lq, 1]
     auto e_diff = e.narrow(3, 1, 1);                          // [B, H, Lq, 1]
     score.add_(torch::where(bias.seg_diff, e_diff, e_same));  // [B, H, Lq, K]
@@ -160,6 +169,25 @@ torch::Tensor RelativeAttentionImpl::Project(const torch::Tensor& x,
   auto y =
       torch::matmul(x, w.view({d_model, n_head * d_head}));  // [B, T, H*Dh]
   return y.view({b, t, n_head, d_head}).transpose(1, 2);     // [B, H, T, Dh]
+}
+
+std::pair<torch::Tensor, torch::Tensor>
+RelativeAttentionImpl::ProjectKeysValues(const torch::Tensor& x) const {
+  const int64_t b = x.size(0), t = x.size(1), hdh = n_head * d_head;
+  // Cast before the concatenation: under autocast x is already in the compute
+  // dtype and the matmul would cast the [D, 2 * H * Dh] weight to it anyway.
+  const auto dtype = x.scalar_type();
+  auto w = torch::cat(
+      {k.view({d_model, hdh}).to(dtype), v.view({d_model, hdh}).to(dtype)},
+      1);                        // [D, 2 * H * Dh]
+  auto y = torch::matmul(x, w);  // [B, K, 2 * H * Dh]
+  // chunk (not select) so backward is one concatenation of the two
+  // gradients rather than two zero-filled [B, K, 2 * H * Dh] buffers.
+  auto kv = y.chunk(2, 2);  // 2 x [B, K, H * Dh]
+  const auto heads = [&](const torch::Tensor& z) {
+    return z.view({b, t, n_head, d_head}).transpose(1, 2);  // [B, H, K, Dh]
+  };
+  return {heads(kv[0]), heads(kv[1])};
 }
 
 torch::Tensor RelativeAttentionImpl::ProjectPositions(

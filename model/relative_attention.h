@@ -46,6 +46,21 @@ torch::Tensor RelativeAttentionCore(
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training);
 
+// q + bias for q [B, H, Lq, Dh] and a per-head bias [H, Dh] (r_w_bias,
+// r_r_bias, r_s_bias), the bias cast to q's dtype first: under autocast q is
+// bf16/fp16 and an fp32 bias would promote the sum to an fp32
+// [B, H, Lq, Dh] temporary that the next matmul casts back. (The bias is
+// rounded to q's dtype before the sum instead of the sum after it: at most
+// one rounding step of q's dtype apart.)
+torch::Tensor AddHeadBias(const torch::Tensor& q, const torch::Tensor& bias);
+
+// The segment scores (q + r_s_bias) seg_embed^T: q [B, H, Lq, Dh], r_s_bias
+// [H, Dh], seg_embed [2, H, Dh] (same, different) -> [B, H, Lq, 2] in q's
+// dtype.
+torch::Tensor SegmentScores(const torch::Tensor& q,
+                            const torch::Tensor& r_s_bias,
+                            const torch::Tensor& seg_embed);
+
 // The shape checks of an attention core's inputs (RelativeAttentionCore,
 // SdpaRelativeAttentionCore): q [B, H, Lq, Dh], k and v [B, H, K, Dh], k_r
 // [B or 1, H, R, Dh]; TORCH_CHECK failures name the shapes.
@@ -67,6 +82,11 @@ class RelativeAttentionImpl : public torch::nn::Module {
 
   // Projections of x [B, T, D] -> [B, H, T, Dh] with weight w [D, H, Dh].
   torch::Tensor Project(const torch::Tensor& x, const torch::Tensor& w) const;
+  // Keys and values of x [B, K, D] in one product with k and v side by side
+  // ([D, 2 * H * Dh], in x's dtype): {keys, values} [B, H, K, Dh], views of
+  // the product's [B, K, 2, H, Dh] memory; gradients reach k and v.
+  std::pair<torch::Tensor, torch::Tensor> ProjectKeysValues(
+      const torch::Tensor& x) const;
   // k_r for pos_emb [Bp, R, D] -> [Bp, H, R, Dh].
   torch::Tensor ProjectPositions(const torch::Tensor& pos_emb) const;
   // LN(x + dropout(attn_vec o^T)), attn_vec [B, H, T, Dh], x [B, T, D].

@@ -65,23 +65,18 @@ torch::Tensor SdpaRelativeAttentionCore(
               " (use 'unfused' or 'tiled')");
   return {};
 #else
-  const int64_t h = q.size(1), dh = q.size(3);
+  const int64_t dh = q.size(3);
   const int64_t klen = k.size(2);
   // One compute dtype: k's (bf16/fp16 under autocast), as the unfused
   // path's autocast matmuls see q + bias.
   const auto dtype = k.scalar_type();
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-  const auto hd = [&](const torch::Tensor& t) {
-    return t.view({1, h, 1, dh});  // [1, H, 1, Dh]
-  };
   // Position term: [B, H, Lq, Dh] x [Bp, H, Dh, R] -> [B, H, Lq, R].
-  auto bd = torch::matmul((q + hd(r_r_bias)).to(dtype),
+  auto bd = torch::matmul(AddHeadBias(q, r_r_bias).to(dtype),
                           k_r.to(dtype).transpose(2, 3));
   torch::Tensor seg;
   if (bias.seg_diff.defined()) {
-    // Segment term: [B, H, Lq, Dh] x [H, Dh, 2] -> [B, H, Lq, 2].
-    seg =
-        torch::matmul(q + hd(r_s_bias), seg_embed.permute({1, 2, 0})).to(dtype);
+    seg = SegmentScores(q, r_s_bias, seg_embed).to(dtype);  // [B, H, Lq, 2]
   }
   // A query row that may see no key gets a zero output (as in
   // RelativeAttentionCore). SDPA never sees such a row fully masked: the
@@ -99,7 +94,7 @@ torch::Tensor SdpaRelativeAttentionCore(
   }
   auto attn_bias = RelativePositionBias(bd, seg, sdpa_bias, qlen, klen,
                                         scale);  // [B, H, Lq, K]
-  auto qw = (q + hd(r_w_bias)).to(dtype);        // [B, H, Lq, Dh]
+  auto qw = AddHeadBias(q, r_w_bias).to(dtype);  // [B, H, Lq, Dh]
   auto out = at::scaled_dot_product_attention(
       qw, k, v.to(dtype), attn_bias, training ? dropout : 0.0,
       /*is_causal=*/false, scale);  // [B, H, Lq, Dh]

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/philox.h"
+#include "model/relative_attention.h"
 #ifdef XLNET_CUDA_ATTENTION
 #include "model/cuda/cuda_attention.h"
 #endif
@@ -844,20 +845,15 @@ torch::Tensor FusedRelativeAttentionCore(
                 "attention 'tiled' is the CPU implementation; CUDA tensors "
                 "need 'cuda' or 'unfused'");
   }
-  const int64_t h = q.size(1), dh = q.size(3);
+  const int64_t dh = q.size(3);
   // One dtype for the op: the compute dtype of k (bf16/fp16 under autocast),
   // as the unfused path's autocast matmuls see q + bias.
   const auto dtype = k.scalar_type();
-  const auto hd = [&](const torch::Tensor& t) {
-    return t.view({1, h, 1, dh});  // [1, H, 1, Dh]
-  };
-  auto qw = (q + hd(r_w_bias)).to(dtype);  // [B, H, Lq, Dh]
-  auto qr = (q + hd(r_r_bias)).to(dtype);  // [B, H, Lq, Dh]
+  auto qw = AddHeadBias(q, r_w_bias).to(dtype);  // [B, H, Lq, Dh]
+  auto qr = AddHeadBias(q, r_r_bias).to(dtype);  // [B, H, Lq, Dh]
   torch::Tensor seg;
   if (bias.seg_diff.defined()) {
-    // [B, H, Lq, Dh] x [H, Dh, 2] -> [B, H, Lq, 2]
-    seg =
-        torch::matmul(q + hd(r_s_bias), seg_embed.permute({1, 2, 0})).to(dtype);
+    seg = SegmentScores(q, r_s_bias, seg_embed).to(dtype);  // [B, H, Lq, 2]
   }
   AttentionDropout drop;
   if (training && dropout > 0) {

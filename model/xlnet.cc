@@ -147,13 +147,19 @@ torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
 }
 
 torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
-                       const XLNetConfig& config) {
+                       const XLNetConfig& config,
+                       std::optional<torch::ScalarType> dtype) {
+  const torch::ScalarType type = dtype.value_or(cur.scalar_type());
   auto c = cur;  // [L, B, D]
   if (config.reuse_len.has_value() && *config.reuse_len > 0) {
     c = c.narrow(0, 0, std::min<int64_t>(*config.reuse_len, c.size(0)));
   }
-  auto m = prev.defined() ? torch::cat({prev.to(c.scalar_type()), c}, 0)
-                          : c;  // [M+L, B, D]
+  // Only the rows kept are cast; a cast writes time-major [L', B, D] memory
+  // directly (cur is usually a transposed view of [B, L, D]).
+  c = c.to(type, /*non_blocking=*/false, /*copy=*/false,
+           c10::MemoryFormat::Contiguous);
+  auto m =
+      prev.defined() ? torch::cat({prev.to(type), c}, 0) : c;  // [M+L, B, D]
   if (config.mem_len.has_value() && *config.mem_len > 0 &&
       m.size(0) > *config.mem_len) {
     m = m.narrow(0, m.size(0) - *config.mem_len, *config.mem_len);
@@ -181,19 +187,39 @@ struct LayerContext {
   AttentionOptions attention;
 };
 
+// The dtype the matmuls of a layer on x run in: under autocast for x's
+// device (CPU or CUDA) its lower-precision dtype when x is fp32 (the cast
+// autocast itself would apply to x before each matmul; it leaves other
+// dtypes alone), otherwise x's dtype. Read from the thread's autocast state
+// rather than passed down, so every caller (pretraining, fine-tuning,
+// xlnet-run, activation checkpointing's replay under the forward's state)
+// gets exactly the dtype autocast would use.
+torch::ScalarType ComputeDtype(const torch::Tensor& x) {
+  if (x.scalar_type() != torch::kFloat) return x.scalar_type();
+  const AutocastState state = CurrentAutocastState();
+  if (x.is_cuda() && state.cuda_enabled) return state.cuda_dtype;
+  if (x.is_cpu() && state.cpu_enabled) return state.cpu_dtype;
+  return torch::kFloat;
+}
+
 // One layer on both streams: h [B, L, D] and g [B, P, D] (or undefined) ->
-// {h', g'} (g' only with g). `mem` [M, B, D] or undefined.
+// {h', g'} (g' only with g). `mem` [M, B, D] or undefined, any float dtype.
+//
+// Under autocast the streams stay fp32 (LayerNorm output) for the residual
+// sums, and each is cast to the compute dtype once here for its projections;
+// memory joins the content stream in the compute dtype, so the [B, K, D]
+// keys/values input is written once, in bf16/fp16, and read by one product.
 std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
                                     const torch::Tensor& mem,
                                     const torch::Tensor& h_in,
                                     const torch::Tensor& g_in) {
   auto& attn = lay.rel_attn;
-  auto cat =
-      mem.defined()
-          ? torch::cat({mem.transpose(0, 1).to(h_in.scalar_type()), h_in}, 1)
-          : h_in;                                          // [B, K, D]
-  auto k_head = attn->Project(cat, attn->k);               // [B, H, K, Dh]
-  auto v_head = attn->Project(cat, attn->v);               // [B, H, K, Dh]
+  const torch::ScalarType dtype = ComputeDtype(h_in);
+  const torch::Tensor h_low = h_in.to(dtype);  // [B, L, D]
+  auto cat = mem.defined()
+                 ? torch::cat({mem.transpose(0, 1).to(dtype), h_low}, 1)
+                 : h_low;                                  // [B, K, D]
+  auto [k_head, v_head] = attn->ProjectKeysValues(cat);    // [B, H, K, Dh] each
   auto k_r = attn->ProjectPositions(c.pos_emb);            // [Bp, H, R, Dh]
   if (c.bi_data) k_r = k_r.index_select(0, c.half_index);  // [B, H, R, Dh]
 
@@ -213,12 +239,13 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
         q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias, attn->r_s_bias,
         attn->seg_embed, bias, c.qlen, c.dropout, c.training, c.attention);
   };
-  auto q_h = attn->Project(h_in, attn->q);        // [B, H, L, Dh]
+  auto q_h = attn->Project(h_low, attn->q);       // [B, H, L, Dh]
   auto vec_h = core(q_h, c.content_bias);         // [B, H, L, Dh]
   auto new_h = attn->PostAttention(h_in, vec_h);  // [B, L, D]
   torch::Tensor new_g;
   if (g_in.defined()) {
-    auto q_g = attn->Project(g_in, attn->q);  // [B, H, P, Dh]
+    auto q_g =
+        attn->Project(g_in.to(ComputeDtype(g_in)), attn->q);  // [B, H, P, Dh]
     torch::Tensor vec_g;
     if (c.query_all_positions) {
       auto tmq =
@@ -434,8 +461,10 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     torch::Tensor mem;
     if (has_mems) mem = inputs.mems[n];
     if (options.use_mems) {
-      out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem,
-                                      cache_config));  // [M', B, D]
+      // In the compute dtype: memory only feeds the key/value product,
+      // which would cast it there anyway (half the bytes under bf16).
+      out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem, cache_config,
+                                      ComputeDtype(h)));  // [M', B, D]
     }
     std::vector<torch::Tensor> streams;
     streams.reserve(2);

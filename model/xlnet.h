@@ -42,7 +42,8 @@ struct XLNetInputs {
   // [B, P, L] one-hot rows: target_mapping[b, p, l] = 1 if prediction p is
   // position l; an all-zero row is a padding target. Given => query stream.
   torch::Tensor target_mapping;
-  // n_layer tensors [M, B, D] (time-major, HF); empty = no memory.
+  // n_layer tensors [M, B, D] (time-major, HF), any float dtype (cast to the
+  // compute dtype); empty = no memory.
   std::vector<torch::Tensor> mems;
   // [B, M] 1 = a real memory row, 0 = padding that no query may attend to
   // (float or integer); undefined = every memory row is visible (HF, which
@@ -73,7 +74,10 @@ struct XLNetOutputs {
   torch::Tensor last_hidden_state;
   // [B, P, D] query stream of the last layer (only with target_mapping).
   torch::Tensor query_hidden_state;
-  // n_layer tensors [M', B, D], detached (only with use_mems).
+  // n_layer tensors [M', B, D], detached (only with use_mems), in the
+  // compute dtype: bf16/fp16 under autocast (memory only feeds the key/value
+  // product, which runs in that dtype), else the model's dtype. Any float
+  // dtype is accepted back as `mems`.
   std::vector<torch::Tensor> new_mems;
 };
 
@@ -125,8 +129,10 @@ torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
 
 // HF cache_mem: last mem_len rows of cat(prev [M, B, D], cur[:reuse_len]) with
 // cur time-major [L, B, D]; mem_len unset or 0 keeps everything (as HF).
+// Detached and contiguous, in `dtype` (default: cur's).
 torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
-                       const XLNetConfig& config);
+                       const XLNetConfig& config,
+                       std::optional<torch::ScalarType> dtype = std::nullopt);
 
 // HF XLNetModel.
 class XLNetModelImpl : public torch::nn::Module {
