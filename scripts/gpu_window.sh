@@ -23,7 +23,8 @@
 # XLNET_GPU_DATA: prepared shards for the benchmark (xlnet-data prepare);
 # default: prepared here from data/sample/brown_sample.txt.
 # XLNET_GPU_VARIANTS: phase B's variants, ';'-separated "name:--set k=v ..."
-# (default below). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
+# (default below; a name starting with '+' runs the new binaries only, for
+# a setting the baseline does not know). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
 # that run CUDA kernels against their CPU implementations.
 #
 # XLNET_GPU_DRY_RUN=1 runs every phase on the CPU with tiny sizes, to check
@@ -112,12 +113,19 @@ phase_A() {
     --gtest_output="json:$OUT/A_kernels.json"
   check "A: kernel tests"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/A_kernels.log"
+  if [[ -x "$BIN/xlnet_data_test" ]]; then
+    XLNET_TEST_DEVICE=$DEVICE timed "A data" run_logged "$OUT/A_data.log" \
+      "$BIN/xlnet_data_test" --gtest_filter="${XLNET_GPU_DATA_TESTS:-*Pinned*}"
+    check "A: data tests on the device"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/A_data.log"
+  fi
   local sanitize=${XLNET_GPU_SANITIZER_TESTS:-*Fused*Cuda*}
   if ((!DRY)) && command -v compute-sanitizer > /dev/null &&
     "$BIN/xlnet_model_test" --gtest_list_tests --gtest_filter="$sanitize" |
     grep -q "^  "; then
     XLNET_TEST_DEVICE=cuda timed "A sanitizer" run_logged \
-      "$OUT/A_sanitizer.log" compute-sanitizer --tool memcheck \
+      "$OUT/A_sanitizer.log" timeout "${XLNET_GPU_SANITIZER_TIMEOUT:-120}" \
+      compute-sanitizer --tool memcheck \
       --error-exitcode 9 "$BIN/xlnet_model_test" \
       --gtest_filter="$sanitize"
     check "A: compute-sanitizer"
@@ -192,7 +200,9 @@ phase_B() {
     for spec in "${specs[@]}"; do
       name=${spec%%:*}
       read -ra args <<< "${spec#*:}"
-      if [[ -n "$BASE_BIN" ]]; then
+      if [[ $name == +* ]]; then
+        name=${name#+}  # "+name": a switch the baseline does not have
+      elif [[ -n "$BASE_BIN" ]]; then
         bench_run "base_${name}_$round" "$BASE_BIN" "${args[@]}"
       fi
       bench_run "new_${name}_$round" "$BIN" "${args[@]}"
@@ -222,6 +232,8 @@ phase_C() {
     --bench "$BIN/xlnet-bench" --set "train.device=$DEVICE" "${args[@]}"
   check "C: compare_hf"
   tail -n 4 "$OUT/C_compare_hf.log"
+  # Determinism of XLNET_GPU_DET's settings (default: the best path's).
+  read -ra args <<< "${XLNET_GPU_DET:-$best}"
   local n=${XLNET_GPU_DET_STEPS:-200}
   for run in 1 2; do
     rm -rf "$OUT/C_det_$run"
