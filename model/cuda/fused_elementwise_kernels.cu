@@ -12,11 +12,14 @@
 // (t < 4) in registers, so the row is read once, mean and variance are
 // exact two-pass sums over registers, and the output is written once.
 // Backward gives each block a contiguous chunk of rows, its warps sum
-// their rows' gamma/beta gradients in registers, the block adds its warps
-// in shared memory in warp order and writes one partial row.
+// their rows' gamma/beta gradients in their own slab of shared memory
+// (registers hold only the row, so two blocks fit an SM), the block adds
+// its warps in warp order and writes one partial row.
 //
 // The partial rows are then added column by column in a fixed order
-// (ColumnSumKernel): the same inputs give the same bits on every run.
+// (ColumnSumKernel: 32 columns x 16 contiguous slices of the partial rows
+// per block, the slices added in order): the same inputs give the same
+// bits on every run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -197,22 +200,51 @@ __global__ void BiasActBackwardKernel(BiasActParams p, int64_t rows_per_chunk,
     if (c0 + t < p.cols) part[c0 + t] = sum[t];
 }
 
-// out[c] = sum over k < parts of partial[k * stride + c], k in order.
-__global__ void ColumnSumKernel(const float* __restrict__ partial,
-                                int64_t parts, int64_t cols, int64_t stride,
-                                float* __restrict__ out) {
-  const int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x;
-  if (c >= cols) return;
+// Column sums of partial rows: a block of kSumCols x kSumSlices threads
+// covers kSumCols consecutive columns (consecutive lanes read consecutive
+// columns); the parts are cut into kSumSlices contiguous slices, thread
+// (x, y) adds slice y of column x in order, and thread y == 0 adds the
+// slices in order. The order depends only on `parts`, so the bits do too.
+constexpr int kSumCols = 32;
+constexpr int kSumSlices = 16;
+
+// Column c < cols of the partial rows (partial[k * stride + c], k < parts)
+// goes to out_a[c] when c < split, else to out_b[c - split].
+__global__ void __launch_bounds__(kSumCols* kSumSlices)
+    ColumnSumKernel(const float* __restrict__ partial, int64_t parts,
+                    int64_t cols, int64_t stride, int64_t split,
+                    float* __restrict__ out_a, float* __restrict__ out_b) {
+  __shared__ float slice_sum[kSumSlices][kSumCols];
+  const int64_t c = blockIdx.x * int64_t{kSumCols} + threadIdx.x;
+  const int64_t per_slice = (parts + kSumSlices - 1) / kSumSlices;
+  const int64_t k0 = threadIdx.y * per_slice;
+  const int64_t k1 = min(parts, k0 + per_slice);
   float s = 0.f;
-  for (int64_t k = 0; k < parts; ++k) s += partial[k * stride + c];
-  out[c] = s;
+  if (c < cols) {
+#pragma unroll 8
+    for (int64_t k = k0; k < k1; ++k) s += partial[k * stride + c];
+  }
+  slice_sum[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  float total = 0.f;
+#pragma unroll
+  for (int y = 0; y < kSumSlices; ++y) total += slice_sum[y][threadIdx.x];
+  if (c < split) {
+    out_a[c] = total;
+  } else {
+    out_b[c - split] = total;
+  }
 }
 
+// out_a[c] (c < split) and out_b[c - split] (split <= c < cols) = sum over
+// k < parts of partial[k * stride + c].
 cudaError_t ColumnSum(const float* partial, int64_t parts, int64_t cols,
-                      int64_t stride, float* out, cudaStream_t s) {
-  const int64_t blocks = (cols + kThreads - 1) / kThreads;
-  ColumnSumKernel<<<blocks, kThreads, 0, s>>>(partial, parts, cols, stride,
-                                              out);
+                      int64_t stride, int64_t split, float* out_a, float* out_b,
+                      cudaStream_t s) {
+  const int64_t blocks = (cols + kSumCols - 1) / kSumCols;
+  ColumnSumKernel<<<blocks, dim3(kSumCols, kSumSlices), 0, s>>>(
+      partial, parts, cols, stride, split, out_a, out_b);
   return cudaGetLastError();
 }
 
@@ -251,7 +283,8 @@ cudaError_t LaunchBiasActBackward(const BiasActParams& p, const void* grad_out,
       static_cast<T*>(grad_y), partial);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  return ColumnSum(partial, g.chunks, p.cols, p.cols, grad_bias, s);
+  return ColumnSum(partial, g.chunks, p.cols, p.cols, p.cols, grad_bias,
+                   nullptr, s);
 }
 
 // -------------------------------------------------------- ResidualLayerNorm
@@ -342,25 +375,50 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Blocks of the LayerNorm backward resident per SM for kG column groups per
+// lane: two fit the register file (<= 128 registers a thread) up to 1024
+// columns; wider rows keep their 4 * kG values of z in registers.
+constexpr int LayerNormBackwardMinBlocks(int groups) {
+  return groups <= 8 ? 2 : 1;
+}
+
+// Shared memory of one LayerNorm backward block: per warp, its gamma and
+// beta gradient sums over cols4 (cols rounded up to 4) columns.
+int64_t LayerNormBackwardShared(int64_t cols4) {
+  return kWarps * 2 * cols4 * int64_t{sizeof(float)};
+}
+
 // dz = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat =
 // grad_out * gamma; grad_residual = dz, grad_y = dz * dropout factor.
+// The gamma/beta gradient sums live in shared memory, one [2, cols4] slab
+// per warp that only its own lanes (each on its own columns) read and
+// write, so the registers hold just z: two blocks fit an SM.
 template <typename TY, typename TR, int kG>
-__global__ void __launch_bounds__(kThreads)
-    LayerNormBackwardKernel(LayerNormParams p, int64_t rows_per_block, bool vec,
+__global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
+    LayerNormBackwardKernel(LayerNormParams p, int64_t rows_per_block,
+                            int64_t cols4, bool vec,
                             const TR* __restrict__ grad_out,
                             const float* __restrict__ mean_in,
                             const float* __restrict__ rstd_in,
                             TY* __restrict__ grad_y, TR* __restrict__ grad_res,
                             float* __restrict__ partial) {
-  extern __shared__ float block_sum[];  // [2, cols]: gamma, beta
+  // [kWarps, 2, cols4 / 4]: each warp's gamma and beta sums.
+  extern __shared__ float4 warp_sum[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = blockIdx.x * rows_per_block;
   const int64_t r1 = min(p.rows, r0 + rows_per_block);
-  float dgamma[4 * kG], dbeta[4 * kG];
+  float4* const sum_gamma = warp_sum + warp * (cols4 / 2);
+  float4* const sum_beta = sum_gamma + cols4 / 4;
 #pragma unroll
-  for (int k = 0; k < 4 * kG; ++k) dgamma[k] = dbeta[k] = 0.f;
+  for (int g = 0; g < kG; ++g) {
+    const int64_t c0 = 4 * (lane + 32 * int64_t{g});
+    if (c0 < p.cols) {
+      sum_gamma[c0 / 4] = make_float4(0.f, 0.f, 0.f, 0.f);
+      sum_beta[c0 / 4] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
   for (int64_t r = r0 + warp; r < r1; r += kWarps) {
-    float z[4 * kG], dx[4 * kG];
+    float z[4 * kG];
     LoadRow<TY, TR, kG>(p, r, lane, vec, z);
     const float mean = mean_in[r], rstd = rstd_in[r];
     float sum_dx = 0.f, sum_dx_xhat = 0.f;
@@ -376,13 +434,26 @@ __global__ void __launch_bounds__(kThreads)
       for (int t = 0; t < 4; ++t) {
         const int k = 4 * g + t;
         z[k] = (z[k] - mean) * rstd;  // xhat (garbage past cols, unused)
-        dx[k] = go[t] * gamma[t];     // 0 past cols
+        const float dx = go[t] * gamma[t];  // 0 past cols
         if (c0 + t < p.cols) {
-          dgamma[k] += go[t] * z[k];
-          dbeta[k] += go[t];
-          sum_dx += dx[k];
-          sum_dx_xhat += dx[k] * z[k];
+          sum_dx += dx;
+          sum_dx_xhat += dx * z[k];
         }
+      }
+      // Columns past cols (at most 3, in the last group) add garbage to
+      // slots that are never read.
+      if (c0 < p.cols) {
+        float4 sg = sum_gamma[c0 / 4], sb = sum_beta[c0 / 4];
+        sg.x += go[0] * z[4 * g];
+        sg.y += go[1] * z[4 * g + 1];
+        sg.z += go[2] * z[4 * g + 2];
+        sg.w += go[3] * z[4 * g + 3];
+        sb.x += go[0];
+        sb.y += go[1];
+        sb.z += go[2];
+        sb.w += go[3];
+        sum_gamma[c0 / 4] = sg;
+        sum_beta[c0 / 4] = sb;
       }
     }
     const float inv_cols = 1.f / static_cast<float>(p.cols);
@@ -392,40 +463,36 @@ __global__ void __launch_bounds__(kThreads)
     for (int g = 0; g < kG; ++g) {
       const int64_t c0 = 4 * (lane + 32 * int64_t{g});
       if (c0 >= p.cols) continue;
-      float dz[4], f[4], dy[4];
+      // grad_out and gamma again (cache hits): keeping dx in registers
+      // too would cost 4 * kG more and spill at two blocks per SM.
+      float go[4], gamma[4], dz[4], f[4], dy[4];
+      Load4(grad_out + r * p.cols, c0, p.cols, vec, go);
+      Load4(p.gamma, c0, p.cols, vec, gamma);
       DropFactors(p.drop, r, c0, f);
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int k = 4 * g + t;
-        dz[t] = rstd * (dx[k] - mean_dx - z[k] * mean_dx_xhat);
+        dz[t] = rstd * (go[t] * gamma[t] - mean_dx - z[k] * mean_dx_xhat);
         dy[t] = dz[t] * f[t];
       }
       Store4(grad_res + r * p.cols, c0, p.cols, vec, dz);
       Store4(grad_y + r * p.cols, c0, p.cols, vec, dy);
     }
   }
-  // The block's sums: warps add theirs in warp order.
-  for (int w = 0; w < kWarps; ++w) {
-    if (warp == w) {
+  // The block's sums: the warps' sums added in warp order.
+  __syncthreads();
+  const float* const sums = reinterpret_cast<const float*>(warp_sum);
+  float* const part = partial + blockIdx.x * 2 * p.cols;
+  for (int64_t c = threadIdx.x; c < p.cols; c += kThreads) {
+    float sg = sums[c], sb = sums[cols4 + c];
 #pragma unroll
-      for (int g = 0; g < kG; ++g) {
-        const int64_t c0 = 4 * (lane + 32 * int64_t{g});
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int64_t c = c0 + t;
-          if (c >= p.cols) continue;
-          const int k = 4 * g + t;
-          block_sum[c] = w == 0 ? dgamma[k] : block_sum[c] + dgamma[k];
-          block_sum[p.cols + c] =
-              w == 0 ? dbeta[k] : block_sum[p.cols + c] + dbeta[k];
-        }
-      }
+    for (int w = 1; w < kWarps; ++w) {
+      sg += sums[2 * w * cols4 + c];
+      sb += sums[(2 * w + 1) * cols4 + c];
     }
-    __syncthreads();
+    part[c] = sg;
+    part[p.cols + c] = sb;
   }
-  float* part = partial + blockIdx.x * 2 * p.cols;
-  for (int64_t c = threadIdx.x; c < 2 * p.cols; c += kThreads)
-    part[c] = block_sum[c];
 }
 
 // Column groups per lane the kernels are built for: cols <= 128 * kG.
@@ -450,15 +517,26 @@ cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
       Vectorizable(p.cols, 4, {p.gamma});
   const int64_t blocks = ResidualLayerNormPartialRows(p.rows);
   const int64_t rows_per_block = (p.rows + blocks - 1) / blocks;
-  const size_t shared = 2 * p.cols * sizeof(float);
+  const int64_t cols4 = (p.cols + 3) / 4 * 4;
+  const int64_t shared = LayerNormBackwardShared(cols4);
+  // Above 48 KiB (more than 768 columns) a kernel must opt in.
+  constexpr int64_t kDefaultShared = 48 * 1024;
+  cudaError_t e = cudaSuccess;
+  if (shared > kDefaultShared) {
+    e = cudaFuncSetAttribute(LayerNormBackwardKernel<TY, TR, kG>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(shared));
+    if (e != cudaSuccess) return e;
+  }
   LayerNormBackwardKernel<TY, TR, kG><<<blocks, kThreads, shared, s>>>(
-      p, rows_per_block, vec, static_cast<const TR*>(grad_out), mean, rstd,
-      static_cast<TY*>(grad_y), static_cast<TR*>(grad_res), partial);
-  cudaError_t e = cudaGetLastError();
+      p, rows_per_block, cols4, vec, static_cast<const TR*>(grad_out), mean,
+      rstd, static_cast<TY*>(grad_y), static_cast<TR*>(grad_res), partial);
+  e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  e = ColumnSum(partial, blocks, p.cols, 2 * p.cols, grad_gamma, s);
-  if (e != cudaSuccess) return e;
-  return ColumnSum(partial + p.cols, blocks, p.cols, 2 * p.cols, grad_beta, s);
+  // Row k of `partial` is [gamma sums, beta sums]: one pass over its
+  // 2 * cols columns writes both gradients.
+  return ColumnSum(partial, blocks, 2 * p.cols, 2 * p.cols, p.cols, grad_gamma,
+                   grad_beta, s);
 }
 
 template <typename TY, typename TR>

@@ -406,8 +406,9 @@ void PoisonCudaAllocator(const std::vector<int64_t>& bytes) {
 
 // The CUDA kernels against the CPU implementation on fresh random inputs,
 // forward and backward, fp32 and bf16, with and without dropout, on a
-// vectorised shape (cols % 4 == 0, the base preset's 768 and 3072 columns)
-// and a scalar one (cols 10).
+// vectorised shape (cols % 4 == 0, the base preset's 768 and 3072 columns),
+// scalar ones (cols 10; cols 1026, whose LayerNorm backward asks for more
+// than the default 48 KiB of shared memory) and the widest rows (2048).
 TEST(FusedElementwiseCudaTest, MatchesTheCpuImplementation) {
   if (!torch::cuda::is_available() || !FusedElementwiseCompiled()) {
     GTEST_SKIP() << "needs a GPU and a build with -DXLNET_CUDA_ATTENTION=ON";
@@ -424,8 +425,8 @@ TEST(FusedElementwiseCudaTest, MatchesTheCpuImplementation) {
     const int64_t e = dtype == torch::kFloat ? 4 : 2;
     for (const double p : {0.0, 0.2}) {
       for (const auto& [rows, cols, inner] :
-           std::vector<std::tuple<int64_t, int64_t, int64_t>>{{517, 768, 3072},
-                                                              {37, 10, 18}}) {
+           std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+               {517, 768, 3072}, {37, 10, 18}, {45, 1026, 40}, {20, 2048, 8}}) {
         SCOPED_TRACE(::testing::Message() << dtype << " p " << p << " rows "
                                           << rows << " cols " << cols);
         torch::manual_seed(rows + cols);
