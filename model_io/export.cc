@@ -873,14 +873,20 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
   XLNET_ASSIGN_OR_RETURN(
       const std::string card,
       ModelCard(options, summary, model, casing, run, tokenizer_config));
+  // The source relative to the export, never an absolute path: a published
+  // directory does not reveal where it was made, and the name still holds
+  // when the run and the export move together.
   std::error_code ec;
   const std::filesystem::path source =
       std::filesystem::absolute(options.checkpoint, ec).lexically_normal();
-  const nlohmann::json marker = {
-      {"tool", "xlnet-export"},
-      {"version", ProjectVersion()},
-      {"commit", GitCommit()},
-      {"source", ec ? options.checkpoint : source.string()}};
+  const std::filesystem::path out =
+      std::filesystem::absolute(options.out, ec).lexically_normal();
+  std::filesystem::path relative = source.lexically_relative(out);
+  if (ec || relative.empty()) relative = source.filename();
+  const nlohmann::json marker = {{"tool", "xlnet-export"},
+                                 {"version", ProjectVersion()},
+                                 {"commit", GitCommit()},
+                                 {"source", relative.generic_string()}};
   XLNET_RETURN_IF_ERROR(WriteModelDir(
       options.out, config_json, tensors,
       [&](const AtomicDirWriter& writer) -> absl::Status {
