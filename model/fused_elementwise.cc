@@ -1,12 +1,10 @@
 #include "model/fused_elementwise.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cmath>
-#include <mutex>
 #include <vector>
 
 #include "model/philox.h"
+#include "model/tiled_attention.h"
 
 #ifdef XLNET_CUDA_ATTENTION
 #include <c10/cuda/CUDAException.h>
@@ -559,14 +557,6 @@ class DropoutResidualLayerNormFunction
   }
 };
 
-// One draw from the default CPU generator (the fused attention draws its
-// seed the same way, tiled_attention.cc).
-uint64_t DrawSeed() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get<at::CPUGeneratorImpl>()->random64();
-}
-
 bool IsFloat16Or32(torch::ScalarType t) {
   return t == torch::kFloat || t == torch::kHalf || t == torch::kBFloat16;
 }
@@ -593,7 +583,7 @@ ElementwiseDropout DrawElementwiseDropout(double p, bool training) {
   ElementwiseDropout d;
   if (training && p > 0) {
     d.p = p;
-    d.seed = DrawSeed();
+    d.seed = DrawCpuSeed();
   }
   return d;
 }

@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/attention_types.h"
+
 namespace xlnet {
 
 // Whether this build contains the CUDA kernels (-DXLNET_CUDA_ATTENTION=ON).
@@ -38,12 +40,9 @@ enum class FusedActivation { kGelu, kGeluTanh, kRelu };
 // FusedActivation; TORCH_CHECK failure for anything else.
 FusedActivation FusedActivationFromName(const std::string& name);
 
-// Counter-based dropout of one op call: p = 0 keeps everything.
-struct ElementwiseDropout {
-  double p = 0;  // drop probability in [0, 1)
-  uint64_t seed = 0;
-  uint64_t offset = 0;
-};
+// Counter-based dropout of one op call (p, seed, offset; p = 0 keeps
+// everything): the attention's parameters, drawn per element here.
+using ElementwiseDropout = AttentionDropout;
 
 // The dropout of a module's forward: p with a seed drawn from the default
 // CPU generator when training and p > 0 (so activation checkpointing's

@@ -722,19 +722,16 @@ struct TiledAttentionFunction
   }
 };
 
-// One draw from the default CPU generator: the seed of a counter-based
-// dropout. Activation checkpointing replays it (it restores the generator)
-// and the trainer saves the generator with every checkpoint.
+// The counter's third word for CounterDropout (the fused op uses b*H + h).
+constexpr int64_t kCounterDropoutStream = 0xFFFFFFFF;
+
+}  // namespace
+
 uint64_t DrawCpuSeed() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }
-
-// The counter's third word for CounterDropout (the fused op uses b*H + h).
-constexpr int64_t kCounterDropoutStream = 0xFFFFFFFF;
-
-}  // namespace
 
 void CheckFusedAttentionInputs(const torch::Tensor& qw, const torch::Tensor& qr,
                                const torch::Tensor& k, const torch::Tensor& v,

@@ -69,6 +69,12 @@ torch::Tensor FusedRelativeAttentionCore(
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training, const AttentionOptions& options);
 
+// One draw from the default CPU generator: the seed of a counter-based
+// dropout (this op's, CounterDropout's, the fused element-wise ops').
+// Activation checkpointing replays it (it restores the generator) and the
+// trainer saves the generator with every checkpoint.
+uint64_t DrawCpuSeed();
+
 // Dropout of any tensor from the same counter-based generator: x * keep /
 // (1 - p), keep drawn for x's flat index from one seed per call (a draw from
 // the default CPU generator, like the fused op's), the mask built in

@@ -284,13 +284,6 @@ bool AllFinite(const NamedTensors& tensors) {
   return !all.defined() || all.item<bool>();
 }
 
-double ClipFactor(double scaled_norm, double scale, double max_norm) {
-  if (max_norm > 0 && std::isfinite(scaled_norm) && scaled_norm > max_norm) {
-    return scale * (max_norm / (scaled_norm + 1e-6));
-  }
-  return scale;
-}
-
 torch::Tensor ClipFactor(const torch::Tensor& scaled_norm,
                          const torch::Tensor& scale, double max_norm) {
   if (max_norm <= 0) return scale;

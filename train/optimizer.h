@@ -111,9 +111,8 @@ double GlobalGradNorm(const NamedTensors& params);
 
 // The factor that ScaleAndClipGrads multiplies the gradients by: `scale`
 // times, when max_norm > 0 and the scaled norm `scaled_norm` is finite and
-// above max_norm, max_norm / (scaled_norm + 1e-6). Host numbers, or 0-dim
-// fp64 tensors on the device (no host read), computed the same way.
-double ClipFactor(double scaled_norm, double scale, double max_norm);
+// above max_norm, max_norm / (scaled_norm + 1e-6); 0-dim fp64 tensors on the
+// device (no host read).
 torch::Tensor ClipFactor(const torch::Tensor& scaled_norm,
                          const torch::Tensor& scale, double max_norm);
 
