@@ -20,6 +20,7 @@
 #include "data_pipeline/shard_reader.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/text.h"
+#include "data_pipeline/token_bytes.h"
 #include "data_pipeline/tokenizer.h"
 #include "tests/data_pipeline/data_test_env.h"
 
@@ -361,6 +362,32 @@ TEST(TokenizerTest, RefusesModelWithOtherSpecialIds) {
   EXPECT_NE(std::string(garbage.status().message()).find("junk.model"),
             std::string::npos);
   EXPECT_FALSE(Tokenizer::Load(TempDir() + "/missing.model").ok());
+}
+
+TEST(TokenizerTest, TokenTextBytesAddUpToTheNormalisedText) {
+  auto tok = LoadTok();
+  const std::vector<int32_t> bytes = TokenTextBytes(*tok);
+  ASSERT_EQ(static_cast<int>(bytes.size()), tok->vocab_size());
+  EXPECT_EQ(bytes[kUnkId], 1);
+  for (int32_t id = kBosId; id <= kEopId; ++id) EXPECT_EQ(bytes[id], 0);
+  // Each line's pieces stand for its normalised text plus the one space
+  // (the line break) its first piece's word mark carries.
+  int checked = 0;
+  for (const std::string& line : SampleLines(300)) {
+    std::vector<int32_t> ids;
+    ASSERT_TRUE(tok->EncodeIds(line, &ids).ok());
+    int64_t sum = 0;
+    bool unk = false;
+    for (int32_t id : ids) {
+      sum += bytes[id];
+      unk |= id == kUnkId;
+    }
+    if (unk) continue;
+    const std::string text = PreprocessText(line, tok->rules(), false).text;
+    EXPECT_EQ(sum, static_cast<int64_t>(text.size()) + 1) << line;
+    ++checked;
+  }
+  EXPECT_GT(checked, 250);
 }
 
 TEST(TokenizerTest, PreprocessTextFollowsXlnetRules) {
