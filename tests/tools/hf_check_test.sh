@@ -17,6 +17,9 @@
 #   and the classifier's HF class probabilities on the genre test split are
 #   those of xlnet-finetune's predictions file within 1e-4 (the file has 6
 #   significant digits; both run fp32 on the CPU);
+# - scripts/check_hf_lm.py: the golden tiny model as a causal LM (attn_type
+#   uni) gives xlnet-run's logits and memory in transformers' XLNetLMHeadModel
+#   within 1e-5 over three segments that carry the memory;
 # - scripts/check_tensorboard.py: TensorBoard's EventAccumulator lists the
 #   scalars of the pretraining and classification runs' RUN/tb
 #   (train/loss, train/learning_rate, eval/loss) with metrics.jsonl's values.
@@ -109,6 +112,19 @@ status=0
   --slow_text "$TMP/slow_text.txt" --slow_prepared "$TMP/slow_text" \
   --tsv "${GENRE}_test.tsv" --predictions "$TMP/classifier/predictions_test.tsv" \
   --max_length 64 --max_prob_diff 1e-4 || status=1
+# The golden tiny model as a causal LM (attn_type uni, memory 8 < the 36
+# tokens fed, same_length, clamp_len): logits and memory over 3 segments.
+mkdir "$TMP/causal"
+cp "$SRC/tests/fixtures/golden_tiny/model.safetensors" "$TMP/causal/"
+"$PY" - "$SRC/tests/fixtures/golden_tiny/config.json" "$TMP/causal/config.json" <<'PYEOF'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config.update(attn_type="uni", same_length=True, clamp_len=10, mem_len=8,
+              use_mems_eval=True)
+json.dump(config, open(sys.argv[2], "w"), indent=1)
+PYEOF
+"$PY" "$SRC/scripts/check_hf_lm.py" "$TMP/causal" --xlnet_run "$BIN/xlnet-run" \
+  || status=1
 "$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/pretrain" \
   --require train/loss,train/learning_rate,eval/loss || status=1
 "$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/classifier" || status=1
