@@ -1,6 +1,7 @@
 #include "train/distributed.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/version.h>
 
 #if defined(XLNET_WITH_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -79,6 +80,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
           options->timeout = timeout;
           group->pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
               store, rank, world_size, options);
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+          // The device hint (Python's init_process_group(device_id=)): the
+          // communicator is created now on this rank's GPU, and barriers
+          // use it instead of guessing a device from the rank.
+          group->pg_->setBoundDeviceId(device);
+          group->pg_->eagerConnectSingleDevice(device);
+#endif
           group->backend_ = "nccl";
           return absl::OkStatus();
 #else

@@ -1,5 +1,7 @@
 #include "train/run_setup.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <algorithm>
 #include <string>
 #include <thread>
@@ -103,6 +105,18 @@ absl::StatusOr<RankDevice> ResolveRankDevice(const TrainConfig& train,
   return out;
 }
 
+absl::Status BindCudaDevice(const torch::Device& device) {
+  if (!device.is_cuda()) return absl::OkStatus();
+  TORCH_CHECK(device.has_index(), "BindCudaDevice needs cuda:N, not ",
+              device.str());
+  return CatchExceptions(
+      absl::StrCat("making ", device.str(), " the current CUDA device"),
+      [&]() -> absl::Status {
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+        return absl::OkStatus();
+      });
+}
+
 absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   RankSetup setup;
   XLNET_ASSIGN_OR_RETURN(setup.env, DistEnvFromEnvironment());
@@ -115,7 +129,6 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
         1, std::thread::hardware_concurrency() / env.local_world_size);
   }
   setup.threads = ConfigureThreads(threads);
-  if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   InstallStopSignalHandlers();
   setup.configured_device = config->train.device;
   XLNET_ASSIGN_OR_RETURN(const torch::Device configured,
@@ -128,6 +141,8 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
                             : 0));
   setup.device = rank_device.device;
   config->train.device = setup.device.str();
+  XLNET_RETURN_IF_ERROR(BindCudaDevice(setup.device));
+  if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   if (env.world_size > 1) {
     XLNET_ASSIGN_OR_RETURN(
         setup.group,

@@ -72,6 +72,14 @@ absl::StatusOr<RankDevice> ResolveRankDevice(const TrainConfig& train,
                                              const torch::Device& configured,
                                              int local_rank, int cuda_devices);
 
+// Makes `device` (a CUDA device with an index) the calling thread's current
+// CUDA device, so that what uses the current device rather than a tensor's
+// (NCCL's communicator, the caching allocator's first context, kernels
+// launched without a guard) opens its context on this rank's GPU instead
+// of GPU 0. A CPU device is left alone. Errors (no CUDA in this LibTorch)
+// come back as a Status naming the device.
+absl::Status BindCudaDevice(const torch::Device& device);
+
 // What one process (a rank) sets up before building its unit.
 struct RankSetup {
   DistEnv env;
@@ -85,8 +93,9 @@ struct RankSetup {
 // Reads the launch environment (torchrun, SLURM; train/launch_env.h), sets
 // the intra-op threads (train.threads; 0 = the cores shared between the local
 // ranks), resolves train.device (ResolveRankDevice; written back into
-// `config`), joins the process group when the world has several ranks,
-// installs the SIGTERM/SIGINT handlers and logs the runtime (rank 0).
+// `config`) and binds it (BindCudaDevice) before the runtime summary or the
+// process group touch CUDA, joins the process group when the world has several
+// ranks, installs the SIGTERM/SIGINT handlers and logs the runtime (rank 0).
 absl::StatusOr<RankSetup> SetUpRank(Config* config);
 
 // The run's config as YAML, the same on every rank: `config` (as SetUpRank

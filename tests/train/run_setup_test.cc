@@ -1,6 +1,7 @@
 // What every training command sets up per rank (train/run_setup.h).
 #include "train/run_setup.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -114,4 +115,26 @@ TEST(RunSetupTest, LaunchRefusesBeforeForking) {
 }
 
 }  // namespace
+
+// Binding: a CPU device is left alone; a CUDA device becomes the current one
+// (checked where a GPU is visible) or, in a LibTorch without CUDA, gives an
+// error naming the device instead of aborting.
+TEST(RunSetupTest, BindsTheRanksCudaDevice) {
+  EXPECT_TRUE(BindCudaDevice(torch::Device(torch::kCPU)).ok());
+  if (torch::cuda::device_count() == 0) {
+    const absl::Status status = BindCudaDevice(torch::Device("cuda:1"));
+    ASSERT_FALSE(status.ok());
+    EXPECT_NE(status.message().find("making cuda:1 the current CUDA device"),
+              std::string::npos)
+        << status;
+    return;
+  }
+  const int last = static_cast<int>(torch::cuda::device_count()) - 1;
+  const torch::Device device(torch::kCUDA, static_cast<int16_t>(last));
+  ASSERT_TRUE(BindCudaDevice(device).ok());
+  EXPECT_EQ(
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index(),
+      last);
+}
+
 }  // namespace xlnet
