@@ -130,8 +130,8 @@ constexpr HfName kHfNames[] = {
     {"evaluation_strategy", "train.eval_steps", "evaluate every N steps"},
     {"num_train_epochs", "train.max_steps",
      "there are no epochs: a run is train.max_steps optimizer steps"},
-    {"per_device_train_batch_size", "train.batch_size",
-     "the global batch over all ranks and accumulation micro-steps"},
+    {"per_device_train_batch_size", "train.batch_size_per_device",
+     "rows per rank per forward; or train.batch_size, the global batch"},
     {"per_device_eval_batch_size", "finetune.eval_batch_size", ""},
     {"bf16", "train.dtype", "train.dtype: bf16"},
     {"fp16", "train.dtype", "train.dtype: fp16 (CUDA only)"},
@@ -171,6 +171,26 @@ void DeriveModelKeys(Config& config) {
   config.model.reuse_len = config.data.reuse_len;
   config.model.bi_data = config.data.bi_data;
   for (DataSource& s : config.data.sources) s.name = DataSourceName(s);
+}
+
+// train.batch_size and train.batch_size_per_device: one of the two. Setting
+// the per-device one makes the global batch derived (0 in the config); an
+// explicit non-zero global batch beside it is an error naming both places.
+absl::Status ReadOneBatchKey(const Locations& locations, TrainConfig* train) {
+  if (train->batch_size_per_device <= 0) return absl::OkStatus();
+  const auto global = locations.find("train.batch_size");
+  if (global != locations.end() && train->batch_size > 0) {
+    const auto per_device = locations.find("train.batch_size_per_device");
+    return absl::InvalidArgumentError(absl::StrCat(
+        per_device->second,
+        ": train.batch_size_per_device=", train->batch_size_per_device,
+        " and train.batch_size=", train->batch_size, " (", global->second,
+        ") are both set: keep one (the rows per rank per forward, or the "
+        "global batch over all ranks and micro-steps), or set "
+        "train.batch_size=0"));
+  }
+  train->batch_size = 0;
+  return absl::OkStatus();
 }
 
 // Collects key names.
@@ -737,6 +757,7 @@ absl::StatusOr<Config> ParseConfigFor(
   });
   XLNET_RETURN_IF_ERROR(status);
   DeriveModelKeys(config);
+  XLNET_RETURN_IF_ERROR(ReadOneBatchKey(locations, &config.train));
   if (auto problem = CheckAll(config)) {
     return ProblemToStatus(*problem, locations, source);
   }
@@ -806,6 +827,11 @@ std::string ConfigFileText(const Config& config) {
 
 absl::Status WriteConfigYaml(const Config& config, const std::string& path) {
   return WriteFileAtomic(path, ConfigFileText(config));
+}
+
+int64_t GlobalBatchSize(const TrainConfig& train, int64_t world_size) {
+  if (train.batch_size_per_device <= 0) return train.batch_size;
+  return train.batch_size_per_device * world_size * train.grad_accum_steps;
 }
 
 }  // namespace xlnet

@@ -164,8 +164,16 @@ struct DataConfig {
 
 // The trainer, shared by pretraining and fine-tuning.
 struct TrainConfig {
-  // Global batch size (all ranks and accumulation micro-steps together).
+  // Global batch size: rows of one optimizer step over all ranks and
+  // accumulation micro-steps together. Set this or batch_size_per_device,
+  // not both; with batch_size_per_device the config reads 0 here and the
+  // global batch follows from the world size (GlobalBatchSize).
   int64_t batch_size = 16;
+  // Rows one rank runs in one forward, one accumulation micro-step (HF's
+  // per_device_train_batch_size, Megatron's micro_batch_size); 0 = not set
+  // (batch_size is the global batch). The global batch is then
+  // batch_size_per_device x ranks x grad_accum_steps.
+  int64_t batch_size_per_device = 0;
   // Seed of every random stream (data, dropout, initialisation).
   int64_t seed = 1234;
   // Optimizer steps to run.
@@ -380,6 +388,11 @@ std::string ConfigFileText(const Config& config);
 absl::Status WriteConfigYaml(const Config& config, const std::string& path);
 
 // Checks ranges and cross-field constraints; errors name the key.
+// The global batch of a run with `world_size` ranks: train.batch_size, or
+// train.batch_size_per_device x world_size x train.grad_accum_steps when
+// that is set.
+int64_t GlobalBatchSize(const TrainConfig& train, int64_t world_size);
+
 absl::Status ValidateConfig(const Config& config);
 
 // HuggingFace config.json <-> XLNetConfig. Reading ignores keys that

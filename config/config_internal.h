@@ -75,6 +75,7 @@ void VisitData(S& c, V& v) {
 template <typename S, typename V>
 void VisitTrain(S& c, V& v) {
   v("batch_size", c.batch_size);
+  v("batch_size_per_device", c.batch_size_per_device);
   v("seed", c.seed);
   v("max_steps", c.max_steps);
   v("lr", c.lr);

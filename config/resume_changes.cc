@@ -54,6 +54,7 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     // masking, dropout): another value makes other batches and streams
     // from the resumed step on.
     {"train.batch_size", kExact},
+    {"train.batch_size_per_device", kExact},
     {"train.seed", kExact},
     // The learning-rate schedule (max_steps is where the decay ends) and
     // the optimizer's terms: a deliberate change of course from the

@@ -168,8 +168,12 @@ std::optional<Problem> CheckData(const DataConfig& d) {
 
 std::optional<Problem> CheckTrain(const TrainConfig& t) {
   Checker c("train");
-  c.Check(t.batch_size > 0, "batch_size",
-          "must be positive" + Got(t.batch_size));
+  c.Check(
+      t.batch_size_per_device >= 0, "batch_size_per_device",
+      "must be >= 0 (0 = use train.batch_size)" + Got(t.batch_size_per_device));
+  c.Check(t.batch_size > 0 || t.batch_size_per_device > 0, "batch_size",
+          "must be positive (or set train.batch_size_per_device)" +
+              Got(t.batch_size));
   c.Check(t.max_steps >= 0, "max_steps", "must be >= 0" + Got(t.max_steps));
   c.Check(t.lr >= 0 && std::isfinite(t.lr), "lr",
           "must be a finite number >= 0" + Got(t.lr));
@@ -189,7 +193,8 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
   c.Check(t.layer_decay > 0 && t.layer_decay <= 1, "layer_decay",
           "must be in (0, 1]" + Got(t.layer_decay));
   c.Check(t.grad_accum_steps >= 1, "grad_accum_steps", "must be >= 1");
-  c.Check(t.grad_accum_steps < 1 || t.batch_size % t.grad_accum_steps == 0,
+  c.Check(t.grad_accum_steps < 1 || t.batch_size_per_device > 0 ||
+              t.batch_size % t.grad_accum_steps == 0,
           "grad_accum_steps",
           absl::StrCat("must divide batch_size=", t.batch_size,
                        Got(t.grad_accum_steps)));

@@ -22,7 +22,7 @@ SamplerOptions MakeSamplerOptions(const Config& config, int rank,
                                   int world_size, Split split) {
   SamplerOptions o;
   o.data = config.data;
-  o.batch_size = config.train.batch_size;
+  o.batch_size = GlobalBatchSize(config.train, world_size);
   o.seed = config.train.seed;
   o.rank = rank;
   o.world_size = world_size;
@@ -110,7 +110,8 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
   std::map<std::string, std::string> metadata = {
       {"format", "xlnet-plm-batches"},
       {"batches", std::to_string(options.batches)},
-      {"global_batch_size", std::to_string(options.config.train.batch_size)},
+      {"global_batch_size", std::to_string(GlobalBatchSize(
+                                options.config.train, options.world_size))},
       {"rank", std::to_string(options.rank)},
       {"world_size", std::to_string(options.world_size)},
       {"seed", std::to_string(options.config.train.seed)},
@@ -152,10 +153,10 @@ absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
   SamplerOptions so = MakeSamplerOptions(options.config, 0, 1, options.split);
   so.data.prefetch_batches = 0;
   XLNET_ASSIGN_OR_RETURN(auto source, OpenBatchSource(options.data_dir, so));
-  if (options.row < 0 || options.row >= options.config.train.batch_size) {
+  const int64_t rows = GlobalBatchSize(options.config.train, 1);
+  if (options.row < 0 || options.row >= rows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--row ", options.row,
-        " is not in [0, batch_size=", options.config.train.batch_size, ")"));
+        "--row ", options.row, " is not in [0, batch_size=", rows, ")"));
   }
   if (options.step < 0)
     return absl::InvalidArgumentError("--step must be >= 0");

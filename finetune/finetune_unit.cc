@@ -92,12 +92,18 @@ absl::StatusOr<std::unique_ptr<TaskHead>> MakeTaskHead(
 
 absl::Status CheckFinetuneBatchSplit(const TrainConfig& tc,
                                      int64_t world_size) {
+  if (tc.batch_size_per_device > 0) return absl::OkStatus();
   const int64_t per_step = world_size * tc.grad_accum_steps;
   if (tc.batch_size % per_step != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "train.batch_size=", tc.batch_size, " must split evenly over ",
+        "train.batch_size=", tc.batch_size,
+        " (the global batch) must split "
+        "evenly over ",
         world_size, " ranks x ", tc.grad_accum_steps,
-        " micro-batches (train.grad_accum_steps)"));
+        " micro-batches (train.grad_accum_steps): set it to a multiple of ",
+        per_step,
+        ", or set train.batch_size_per_device (rows per rank per "
+        "forward) instead"));
   }
   return absl::OkStatus();
 }

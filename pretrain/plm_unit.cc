@@ -38,13 +38,27 @@ std::string TensorString(const torch::Tensor& t) {
 
 absl::Status CheckBatchSplit(const Config& config, int64_t world_size) {
   const TrainConfig& train = config.train;
+  const bool halves = config.data.bi_data;
+  if (train.batch_size_per_device > 0) {
+    if (halves && train.batch_size_per_device % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "train.batch_size_per_device=", train.batch_size_per_device,
+          " must be even with data.bi_data (each rank's rows are a forward "
+          "and a backward half)"));
+    }
+    return absl::OkStatus();
+  }
   const int64_t per_step = world_size * train.grad_accum_steps;
-  if (train.batch_size % per_step != 0 ||
-      (config.data.bi_data && (train.batch_size / per_step) % 2 != 0)) {
+  const int64_t unit = per_step * (halves ? 2 : 1);
+  if (train.batch_size % unit != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "train.batch_size=", train.batch_size, " must split evenly over ",
-        world_size, " ranks x ", train.grad_accum_steps, " micro-batches",
-        config.data.bi_data ? " into even (forward+backward) halves" : ""));
+        "train.batch_size=", train.batch_size,
+        " (the global batch) must split evenly over ", world_size, " ranks x ",
+        train.grad_accum_steps, " micro-batches",
+        halves ? " into even (forward+backward) halves" : "",
+        ": set it to a multiple of ", unit,
+        ", or set train.batch_size_per_device (rows per rank per forward) "
+        "instead"));
   }
   return absl::OkStatus();
 }

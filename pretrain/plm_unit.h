@@ -41,9 +41,11 @@ struct PlmUnitOptions {
   bool allow_changed_settings = false;
 };
 
-// train.batch_size must split over `world_size` ranks and the accumulation
-// micro-steps (into forward+backward halves with bi_data). Checked by
-// PlmUnit::Create, and before --nproc_per_node starts any rank.
+// train.batch_size (the global batch) must split over `world_size` ranks
+// and the accumulation micro-steps (into forward+backward halves with
+// bi_data), or train.batch_size_per_device be even with bi_data; the error
+// says which key to change. Checked by PlmUnit::Create, and before
+// --nproc_per_node starts any rank.
 absl::Status CheckBatchSplit(const Config& config, int64_t world_size);
 
 class PlmUnit : public TrainUnit {

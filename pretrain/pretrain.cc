@@ -81,8 +81,9 @@ absl::Status RunPretraining(const PretrainOptions& options) {
     for (const auto& [name, p] : unit->Parameters()) params += p.numel();
     XLOG(INFO) << "model: " << config.model.n_layer << " layers, d_model "
                << config.model.d_model << ", " << params
-               << " parameters; global batch " << config.train.batch_size
-               << " x " << config.data.seq_len << " tokens";
+               << " parameters; batch: "
+               << BatchSummary(config.train, env.world_size,
+                               config.data.seq_len);
   }
   // The text rules are the shards' (the sampler checked them against the
   // tokenizer's record); a data.uncased or data.keep_accents the config sets

@@ -131,6 +131,8 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   setup.threads = ConfigureThreads(threads);
   InstallStopSignalHandlers();
   setup.configured_device = config->train.device;
+  setup.configured_batch_size = config->train.batch_size;
+  config->train.batch_size = GlobalBatchSize(config->train, env.world_size);
   XLNET_ASSIGN_OR_RETURN(const torch::Device configured,
                          ParseDevice(config->train.device));
   XLNET_ASSIGN_OR_RETURN(
@@ -155,8 +157,20 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   return setup;
 }
 
+std::string BatchSummary(const TrainConfig& train, int world_size,
+                         int64_t seq_len) {
+  const int64_t global = GlobalBatchSize(train, world_size);
+  const int64_t per_rank = global / (world_size * train.grad_accum_steps);
+  return absl::StrCat(per_rank, " rows per rank x ", world_size, " rank",
+                      world_size == 1 ? "" : "s", " x ", train.grad_accum_steps,
+                      " micro-step", train.grad_accum_steps == 1 ? "" : "s",
+                      " = ", global, " rows (", global * seq_len,
+                      " tokens) per optimizer step");
+}
+
 std::string RunConfigYaml(Config config, const RankSetup& setup) {
   config.train.device = setup.configured_device;
+  config.train.batch_size = setup.configured_batch_size;
   return ConfigFileText(config);
 }
 

@@ -88,15 +88,25 @@ struct RankSetup {
   std::unique_ptr<ProcessGroup> group;  // null with one process
   // train.device as configured, before "cuda" became cuda:LOCAL_RANK.
   std::string configured_device = "cpu";
+  // train.batch_size as configured: 0 when train.batch_size_per_device is
+  // set and SetUpRank wrote the derived global batch into the config.
+  int64_t configured_batch_size = 0;
 };
 
 // Reads the launch environment (torchrun, SLURM; train/launch_env.h), sets
 // the intra-op threads (train.threads; 0 = the cores shared between the local
 // ranks), resolves train.device (ResolveRankDevice; written back into
-// `config`) and binds it (BindCudaDevice) before the runtime summary or the
-// process group touch CUDA, joins the process group when the world has several
-// ranks, installs the SIGTERM/SIGINT handlers and logs the runtime (rank 0).
+// `config`), derives the global batch from train.batch_size_per_device
+// (GlobalBatchSize; written back into `config`) and binds the device
+// (BindCudaDevice) before the runtime summary or the process group touch CUDA,
+// joins the process group when the world has several ranks, installs the
+// SIGTERM/SIGINT handlers and logs the runtime (rank 0).
 absl::StatusOr<RankSetup> SetUpRank(Config* config);
+
+// How a step's rows split, for the start-up log: "R rows per rank x W
+// ranks x A micro-steps = G rows (G x seq_len tokens) per optimizer step".
+std::string BatchSummary(const TrainConfig& train, int world_size,
+                         int64_t seq_len);
 
 // The run's config as YAML, the same on every rank: `config` (as SetUpRank
 // left it) with train.device as configured ("cuda", not this rank's

@@ -208,13 +208,58 @@ TEST(ConfigTest, HuggingFaceNamesNameOurKey) {
             "hf.yaml:1: max_grad_norm: HuggingFace's max_grad_norm is "
             "train.clip here");
   config = ParseConfig("", "hf.yaml", {"train.per_device_train_batch_size=8"});
-  EXPECT_NE(Message(config.status()).find("train.batch_size here (the global"),
+  EXPECT_NE(Message(config.status())
+                .find("train.batch_size_per_device here (rows per rank"),
             std::string::npos)
       << config.status();
   // Our own key of the same name is not caught.
   config = ParseConfig("train:\n  seed: 7\n  weight_decay: 0.01\n", "hf.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->train.seed, 7);
+}
+
+// One of the two batch keys: the per-device one derives the global batch
+// from the world size; both at once is an error naming both places.
+TEST(ConfigTest, OneOfTheGlobalAndThePerDeviceBatch) {
+  auto config = ParseConfig("train:\n  batch_size: 32\n", "a.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(GlobalBatchSize(config->train, 8), 32);
+
+  config = ParseConfig(
+      "train:\n  batch_size_per_device: 4\n"
+      "  grad_accum_steps: 2\n",
+      "a.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.batch_size, 0);
+  EXPECT_EQ(GlobalBatchSize(config->train, 1), 8);
+  EXPECT_EQ(GlobalBatchSize(config->train, 16), 128);
+  // Written out and read back, the config means the same.
+  auto again = ParseConfig(ConfigToYaml(*config), "config.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->train.batch_size, 0);
+  EXPECT_EQ(again->train.batch_size_per_device, 4);
+
+  // A file's global batch and a per-device override.
+  config = ParseConfig("train:\n  batch_size: 32\n", "a.yaml",
+                       {"train.batch_size_per_device=4"});
+  EXPECT_EQ(Message(config.status()),
+            "--set train.batch_size_per_device=4: "
+            "train.batch_size_per_device=4 and train.batch_size=32 (a.yaml:2) "
+            "are both set: keep one (the rows per rank per forward, or the "
+            "global batch over all ranks and micro-steps), or set "
+            "train.batch_size=0");
+  config = ParseConfig("train:\n  batch_size: 32\n", "a.yaml",
+                       {"train.batch_size_per_device=4", "train.batch_size=0"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(GlobalBatchSize(config->train, 2), 8);
+  config = ParseConfig("train:\n  batch_size: 0\n", "a.yaml");
+  EXPECT_NE(Message(config.status())
+                .find("train.batch_size: must be positive (or set "
+                      "train.batch_size_per_device)"),
+            std::string::npos)
+      << config.status();
+  config = ParseConfig("train:\n  batch_size_per_device: -1\n", "a.yaml");
+  EXPECT_FALSE(config.ok());
 }
 
 TEST(SettingsTest, EveryTableNamesEachValueOnce) {
@@ -444,7 +489,8 @@ TEST(ConfigTest, OverridesApplyAndAreNamedInErrors) {
   config = ParseConfig("", "o.yaml", {"train.batch_size=-3"});
   EXPECT_EQ(
       Message(config.status()),
-      "--set train.batch_size=-3: train.batch_size: must be positive (got -3)");
+      "--set train.batch_size=-3: train.batch_size: must be positive (or set "
+      "train.batch_size_per_device) (got -3)");
 }
 
 TEST(ConfigTest, YamlRoundTrip) {

@@ -212,6 +212,41 @@ TEST_F(PretrainE2ETest, TwoGlooRanksMatchOneRank) {
       PathExists(two.Join("checkpoints/step_4/plm_state.rank1.safetensors")));
 }
 
+// Four ranks on two cores, with the global batch (8 rows) or the same rows
+// as 2 per rank per forward, end where one rank does; rank 0 logs the split.
+TEST_F(PretrainE2ETest, FourGlooRanksWithEitherBatchKeyMatchOneRank) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir one, global, per_device;
+  const std::string settings =
+      "--set train.max_steps=3 --set train.save_steps=0 --set model.dropout=0";
+  CommandResult r = RunCommand(Command(one.path(), settings));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(Command(global.path(), settings + " --nproc_per_node 4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunCommand(
+      Command(per_device.path(),
+              settings + " --set train.batch_size=0 --set "
+                         "train.batch_size_per_device=2 --nproc_per_node 4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("batch: 2 rows per rank x 4 ranks x 1 micro-step = "
+                          "8 rows (512 tokens) per optimizer step"),
+            std::string::npos)
+      << r.output;
+  const NamedTensors reference =
+      LoadModelWeights(one.Join("checkpoints/step_3"));
+  EXPECT_LE(MaxAbsDiff(reference,
+                       LoadModelWeights(global.Join("checkpoints/step_3"))),
+            1e-6);
+  EXPECT_LE(MaxAbsDiff(reference,
+                       LoadModelWeights(per_device.Join("checkpoints/step_3"))),
+            1e-6);
+  // The run records the key as set, not the derived global batch.
+  auto text = ReadFile(per_device.Join("config.yaml"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("batch_size_per_device: 2"), std::string::npos);
+  EXPECT_NE(text->find("batch_size: 0"), std::string::npos);
+}
+
 TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
   testing::TempDir one, accum;
   const std::string settings =
