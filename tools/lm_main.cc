@@ -94,6 +94,8 @@ absl::Status RunEval(int argc, char** argv) {
   flags.AddInt("max_tokens", &c.max_tokens,
                "evaluate only the first N tokens of the text (0 = all)");
   flags.AddString("json", &c.json_path, "also write the rows as JSON here");
+  flags.Require("model");
+  flags.Require("text");
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
@@ -143,6 +145,8 @@ absl::Status RunGenerate(int argc, char** argv) {
                 "recompute the context window for every token (reference)");
   flags.AddBool("stop_at_eod", &c.generate.stop_at_eod,
                 "stop after <eod> or </s>");
+  flags.Require("model");
+  flags.Require("prompt");
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
