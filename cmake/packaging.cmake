@@ -10,12 +10,13 @@
 #                                      tools/CMakeLists.txt)
 #   find_package(xlnet_cpp REQUIRED)   xlnet::common, xlnet::config,
 #                                      xlnet::model, xlnet::data,
-#                                      xlnet::model_io, xlnet::train,
+#                                      xlnet::model_io, xlnet::lm,
+#                                      xlnet::train,
 #                                      xlnet::pretrain, xlnet::finetune
 #   cpack -G DEB (in build/)           xlnet-cpp_<version>_<arch>.deb
 include(CMakePackageConfigHelpers)
 
-foreach(_dir common config model data_pipeline model_io train pretrain
+foreach(_dir common config model data_pipeline model_io lm train pretrain
              finetune)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/
           DESTINATION include/xlnet/${_dir}

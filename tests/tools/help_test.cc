@@ -30,6 +30,9 @@ std::vector<HelpCase> AllHelps() {
   return {
       {"inspect", all},
       {"run", all},
+      {"lm", all},
+      {"lm eval", all},
+      {"lm generate", all},
       {"export", all},
       {"data", all},
       {"data tokenizer", all},

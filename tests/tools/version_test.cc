@@ -17,7 +17,7 @@ using testing::ToolPath;
 
 TEST(VersionTest, EveryToolPrintsItsNameAndVersion) {
   for (const char* verb : {"data", "pretrain", "finetune", "export", "inspect",
-                           "run", "baseline", "squad-eval"}) {
+                           "run", "baseline", "squad-eval", "lm"}) {
     const std::string program = std::string("xlnet-") + verb;
     // Other flags, even required ones missing, do not matter.
     const auto r = RunCommand(ToolPath(verb) + " --version");
