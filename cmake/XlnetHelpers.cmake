@@ -85,6 +85,17 @@ function(xlnet_add_test name)
     ENVIRONMENT "XLNET_LOG_LEVEL=warning" TIMEOUT 900)
 endfunction()
 
+# xlnet_add_script_test(name SCRIPT file TIMEOUT seconds [PROPERTIES ...]):
+# a test script run as `file BUILD_DIR SOURCE_DIR` that exits 77 when it
+# cannot run here (CTest: skipped); PROPERTIES are more test properties.
+function(xlnet_add_script_test name)
+  cmake_parse_arguments(ARG "" "SCRIPT;TIMEOUT" "PROPERTIES" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${ARG_SCRIPT} ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES
+    SKIP_RETURN_CODE 77 TIMEOUT ${ARG_TIMEOUT} ${ARG_PROPERTIES})
+endfunction()
+
 # xlnet_add_bench(name SOURCES ... DEPS ...): build/bin/xlnet-bench-<name>.
 function(xlnet_add_bench name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
