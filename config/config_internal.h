@@ -74,6 +74,7 @@ void VisitData(S& c, V& v) {
 
 template <typename S, typename V>
 void VisitTrain(S& c, V& v) {
+  v("objective", c.objective);
   v("batch_size", c.batch_size);
   v("seed", c.seed);
   v("max_steps", c.max_steps);

@@ -218,6 +218,7 @@ TEST(ConfigTest, HuggingFaceNamesNameOurKey) {
 }
 
 TEST(SettingsTest, EveryTableNamesEachValueOnce) {
+  ExpectTableRoundTrips<Objective>(2);
   ExpectTableRoundTrips<Dtype>(3);
   ExpectTableRoundTrips<LrDecay>(2);
   ExpectTableRoundTrips<AttentionImpl>(4);
