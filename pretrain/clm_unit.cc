@@ -4,12 +4,12 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/runtime.h"
 #include "common/status.h"
 #include "data_pipeline/token_bytes.h"
 #include "model/precision.h"
 
 namespace xlnet {
+
 absl::StatusOr<std::unique_ptr<ClmUnit>> ClmUnit::Create(
     const PretrainUnitOptions& options) {
   const Config& config = options.config;

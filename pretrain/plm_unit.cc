@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
-#include "common/runtime.h"
 #include "common/status.h"
 #include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/sampler.h"

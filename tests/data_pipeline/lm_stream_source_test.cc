@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "config/config.h"
+#include "data_pipeline/data_commands.h"
 #include "data_pipeline/prepared_corpus.h"
 #include "tests/data_pipeline/data_test_env.h"
 
@@ -83,7 +86,7 @@ TEST(LmStreamSourceTest, RowsContinueFromStepToStepOverContiguousStreams) {
 TEST(LmStreamSourceTest, TwoRanksTogetherAreOneRanksBatch) {
   auto one = Make(Options());
   auto r0 = Make(Options(0, 2, /*threads=*/2));
-  auto r1 = Make(Options(1, 2, /*threads=*/0, /*prefetch=*/0));
+  auto r1 = Make(Options(1, 2, /*threads=*/1, /*prefetch=*/0));
   ASSERT_TRUE(one && r0 && r1);
   EXPECT_EQ(r0->local_rows(), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(r1->local_rows(), (std::vector<int64_t>{4, 5, 6, 7}));
@@ -167,6 +170,30 @@ TEST(LmStreamSourceTest, TooLittleTextIsAnErrorNamingTheSplit) {
   EXPECT_NE(s.status().message().find("multiple of world_size"),
             std::string::npos)
       << s.status();
+}
+
+// xlnet-data inspect and dump show permutation-LM batches: a causal-LM
+// config is refused, saying why, rather than shown as something it is not.
+TEST(LmStreamSourceTest, InspectAndDumpRefuseACausalLmConfig) {
+  Config config;
+  config.train.objective = Objective::kClm;
+  config.model.attn_type = "uni";
+  InspectOptions inspect;
+  inspect.data_dir = DataDir();
+  inspect.config = config;
+  std::ostringstream out;
+  absl::Status status = InspectSample(inspect, out);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("train.objective: clm"), std::string::npos)
+      << status;
+  DumpOptions dump;
+  dump.data_dir = DataDir();
+  dump.config = config;
+  dump.out = TempDir() + "/clm_dump.safetensors";
+  status = DumpBatches(dump, out);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("train.objective: clm"), std::string::npos)
+      << status;
 }
 
 }  // namespace
