@@ -168,7 +168,14 @@ absl::Status CheckHfName(const std::string& where, const std::string& path,
 // The model keys whose home is the data section; the default names of
 // data.sources.
 void DeriveModelKeys(Config& config) {
-  config.model.reuse_len = config.data.reuse_len;
+  if (config.train.objective == Objective::kClm) {
+    // Causal LM reads every stream forwards and caches whole segments as
+    // memory (the last model.mem_len positions).
+    config.data.bi_data = false;
+    config.model.reuse_len = std::nullopt;
+  } else {
+    config.model.reuse_len = config.data.reuse_len;
+  }
   config.model.bi_data = config.data.bi_data;
   for (DataSource& s : config.data.sources) s.name = DataSourceName(s);
 }
@@ -588,7 +595,7 @@ absl::Status CheckKeyRead(const ConfigScope& scope, const std::string& where,
         where, ": unknown key '", path, "'", DidYouMean(key, keys)));
   }
   for (const UnreadKey& unread : scope.unread_keys) {
-    if (unread.key == path) {
+    if (unread.key == path && !unread.unread_when) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": ", path, " is not read by ", scope.command,
                        " (", unread.why, "); remove it"));
@@ -665,6 +672,22 @@ absl::Status CheckFileKeys(const YAML::Node& root, const ConfigScope& scope,
       }
       (*locations)[path] = key_at;
     }
+  }
+  return absl::OkStatus();
+}
+
+// An error for the first key of the scope's conditionally unread keys that
+// is set (in the file or with --set) in a `config` it is unread in.
+absl::Status CheckConditionallyUnread(const ConfigScope& scope,
+                                      const Config& config,
+                                      const Locations& locations) {
+  for (const UnreadKey& unread : scope.unread_keys) {
+    if (!unread.unread_when) continue;
+    const auto it = locations.find(unread.key);
+    if (it == locations.end() || !unread.unread_when(config)) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat(it->second, ": ", unread.key, " is not read by ",
+                     scope.command, " (", unread.why, "); remove it"));
   }
   return absl::OkStatus();
 }
@@ -756,6 +779,7 @@ absl::StatusOr<Config> ParseConfigFor(
     status = reader.status;
   });
   XLNET_RETURN_IF_ERROR(status);
+  XLNET_RETURN_IF_ERROR(CheckConditionallyUnread(scope, config, locations));
   DeriveModelKeys(config);
   XLNET_RETURN_IF_ERROR(ReadOneBatchKey(locations, &config.train));
   if (auto problem = CheckAll(config)) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -164,6 +165,13 @@ struct DataConfig {
 
 // The trainer, shared by pretraining and fine-tuning.
 struct TrainConfig {
+  // What pretraining predicts: plm (XLNet's permutation LM) or clm
+  // (Transformer-XL's causal LM over ordered streams; needs
+  // model.attn_type uni; the PLM-only data keys reuse_len, perm_size,
+  // num_predict, mask_alpha, mask_beta, max_gram, official_span_quirks and
+  // bi_data: true are then refused by xlnet-pretrain, and data.bi_data is
+  // false). Fine-tuning does not read it.
+  Objective objective = Objective::kPlm;
   // Global batch size: rows of one optimizer step over all ranks and
   // accumulation micro-steps together. Set this or batch_size_per_device,
   // not both; with batch_size_per_device the config reads 0 here and the
@@ -346,6 +354,11 @@ struct UnreadKey {
   std::string key;
   // Why the command does not read it ("fine-tuning runs the unfused core").
   std::string why;
+  // Unset: the command never reads the key. Set: it does not read the key
+  // in a config for which this holds (e.g. the permutation-LM keys under
+  // train.objective clm); checked on the parsed config, before defaults
+  // are derived, so the message can name the setting that decides.
+  std::function<bool(const Config&)> unread_when = nullptr;
 };
 
 // What one command reads of a config: setting a key of `unread_keys` (in the

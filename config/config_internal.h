@@ -74,6 +74,7 @@ void VisitData(S& c, V& v) {
 
 template <typename S, typename V>
 void VisitTrain(S& c, V& v) {
+  v("objective", c.objective);
   v("batch_size", c.batch_size);
   v("batch_size_per_device", c.batch_size_per_device);
   v("seed", c.seed);

@@ -50,9 +50,10 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"data.prefetch_batches", kBook},
     {"data.loader_threads", kBook},
 
-    // The global batch and the seed of every random stream (data order,
-    // masking, dropout): another value makes other batches and streams
-    // from the resumed step on.
+    // What the model learns to predict, the global batch and the seed of
+    // every random stream (data order, masking, dropout): another value
+    // makes other batches and streams from the resumed step on.
+    {"train.objective", kExact},
     {"train.batch_size", kExact},
     {"train.batch_size_per_device", kExact},
     {"train.seed", kExact},

@@ -35,6 +35,14 @@ enum class Dtype {
   kFp16,  // fp16 autocast with dynamic loss scaling (CUDA only)
 };
 
+// train.objective: what xlnet-pretrain trains the model to predict.
+enum class Objective {
+  kPlm,  // XLNet's permutation language modelling (two streams, partial
+         // prediction; pretrain/plm_unit.h)
+  kClm,  // Transformer-XL's causal language modelling: every next token of
+         // ordered streams, content stream only (pretrain/clm_unit.h)
+};
+
 // train.decay: the learning-rate decay after warmup.
 enum class LrDecay {
   kLinear,  // the official poly decay with power 1
@@ -87,6 +95,14 @@ struct EnumTable<Dtype> {
       {Dtype::kFp32, "fp32"},
       {Dtype::kBf16, "bf16"},
       {Dtype::kFp16, "fp16"},
+  }};
+};
+
+template <>
+struct EnumTable<Objective> {
+  static constexpr std::array<std::pair<Objective, const char*>, 2> kNames{{
+      {Objective::kPlm, "plm"},
+      {Objective::kClm, "clm"},
   }};
 };
 

@@ -105,9 +105,8 @@ std::optional<Problem> CheckModel(const XLNetConfig& m) {
   return c.problem();
 }
 
-std::optional<Problem> CheckData(const DataConfig& d) {
-  Checker c("data");
-  c.Check(d.seq_len > 0, "seq_len", "must be positive" + Got(d.seq_len));
+// The permutation-LM sample's keys.
+void CheckPlmSample(const DataConfig& d, Checker& c) {
   c.Check(d.reuse_len >= 0 && d.reuse_len < d.seq_len, "reuse_len",
           absl::StrCat("must be in [0, seq_len=", d.seq_len, ")",
                        Got(d.reuse_len)));
@@ -131,6 +130,14 @@ std::optional<Problem> CheckData(const DataConfig& d) {
           "must be positive" + Got(d.mask_alpha));
   c.Check(d.mask_beta > 0, "mask_beta", "must be positive" + Got(d.mask_beta));
   c.Check(d.max_gram >= 1, "max_gram", "must be >= 1" + Got(d.max_gram));
+}
+
+// The data section's checks; the permutation-LM sample's keys only under
+// `objective` plm (clm reads none of them).
+std::optional<Problem> CheckData(const DataConfig& d, Objective objective) {
+  Checker c("data");
+  c.Check(d.seq_len > 0, "seq_len", "must be positive" + Got(d.seq_len));
+  if (objective == Objective::kPlm) CheckPlmSample(d, c);
   c.Check(d.prefetch_batches >= 0 && d.prefetch_batches <= 256,
           "prefetch_batches", "must be in [0, 256]" + Got(d.prefetch_batches));
   c.Check(d.loader_threads >= 1, "loader_threads", "must be >= 1");
@@ -255,8 +262,17 @@ std::optional<Problem> CheckFinetune(const FinetuneConfig& f) {
 
 std::optional<Problem> CheckAll(const Config& config) {
   if (auto p = CheckModel(config.model)) return p;
-  if (auto p = CheckData(config.data)) return p;
+  if (auto p = CheckData(config.data, config.train.objective)) return p;
   if (auto p = CheckTrain(config.train)) return p;
+  if (config.train.objective == Objective::kClm &&
+      config.model.attn_type != "uni") {
+    return Problem{"train.objective",
+                   absl::StrCat("clm (causal LM) needs model.attn_type: uni "
+                                "(got '",
+                                config.model.attn_type,
+                                "'); set model.attn_type: uni, or "
+                                "train.objective: plm")};
+  }
   return CheckFinetune(config.finetune);
 }
 

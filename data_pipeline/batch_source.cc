@@ -1,41 +1,6 @@
 #include "data_pipeline/batch_source.h"
 
-#include <nlohmann/json.hpp>
-
-#include "absl/strings/str_cat.h"
-#include "common/json.h"
-#include "common/status.h"
-#include "data_pipeline/prefetcher.h"
-
 namespace xlnet::data {
-
-std::string SamplerState::ToString() const {
-  nlohmann::json j = {
-      {"version", 1}, {"step", step}, {"fingerprint", fingerprint}};
-  return j.dump();
-}
-
-absl::StatusOr<SamplerState> SamplerState::FromString(const std::string& text) {
-  XLNET_ASSIGN_OR_RETURN(const nlohmann::json j,
-                         ParseJson(text, "sampler state"));
-  if (!j.is_object() || !j.contains("version") || !j.contains("step") ||
-      !j.contains("fingerprint") || !j["fingerprint"].is_string()) {
-    return absl::InvalidArgumentError(
-        "sampler state: needs version, step and fingerprint");
-  }
-  XLNET_ASSIGN_OR_RETURN(
-      const int64_t version,
-      JsonInteger(j["version"], "sampler state: version", 1, INT64_MAX));
-  if (version != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampler state version ", version, " is not supported"));
-  }
-  SamplerState state;
-  XLNET_ASSIGN_OR_RETURN(
-      state.step, JsonInteger(j["step"], "sampler state: step", 0, INT64_MAX));
-  state.fingerprint = j["fingerprint"].get<std::string>();
-  return state;
-}
 
 BatchSource::BatchSource() = default;
 
@@ -43,52 +8,20 @@ BatchSource::~BatchSource() { StopBatches(); }
 
 void BatchSource::StartBatches(const SamplerOptions& options,
                                std::string fingerprint, std::string what) {
-  TORCH_CHECK(prefetcher_ == nullptr, "batches already started");
-  fingerprint_ = std::move(fingerprint);
-  what_ = std::move(what);
-  const bool pin = options.pin_memory;
-  prefetcher_ = std::make_unique<BatchPrefetcher>(
-      [this, pin](int64_t step) {
-        PlmBatch batch = BuildBatch(step, local_rows());
-        if (pin) {
-          // On the worker thread, so the copy into page-locked memory
-          // overlaps the current step instead of delaying the next one.
-          for (const auto& [name, field] : kPlmBatchFields) {
-            if ((batch.*field).defined()) {
-              batch.*field = (batch.*field).pin_memory();
-            }
-          }
-        }
-        return batch;
-      },
-      options.data.loader_threads, options.data.prefetch_batches);
+  batches_.Start(
+      [this](int64_t step) { return BuildBatch(step, local_rows()); }, options,
+      std::move(fingerprint), std::move(what));
 }
 
-void BatchSource::StopBatches() { prefetcher_.reset(); }
+void BatchSource::StopBatches() { batches_.Stop(); }
 
-PlmBatch BatchSource::Next() {
-  TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
-  return prefetcher_->Next();
-}
+PlmBatch BatchSource::Next() { return batches_.Next(); }
 
-SamplerState BatchSource::State() const {
-  TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
-  return SamplerState{prefetcher_->next_step(), fingerprint_};
-}
+SamplerState BatchSource::State() const { return batches_.State(); }
 
 absl::Status BatchSource::Restore(const SamplerState& state,
                                   bool allow_other_setup) {
-  TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
-  if (state.fingerprint != fingerprint_ && !allow_other_setup) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sampler state was saved with different ", what_, " (fingerprint ",
-        state.fingerprint, ", these batches ", fingerprint_, ")"));
-  }
-  if (state.step < 0) {
-    return absl::InvalidArgumentError("sampler state: negative step");
-  }
-  prefetcher_->Restart(state.step);
-  return absl::OkStatus();
+  return batches_.Restore(state, allow_other_setup);
 }
 
 }  // namespace xlnet::data

@@ -14,7 +14,9 @@
 // BuildBatch and the fingerprint; this class hands out the batches of
 // consecutive steps, built ahead on `data.loader_threads` threads up to
 // `data.prefetch_batches` ahead (prefetcher.h), and saves and restores the
-// position. Restore refuses a state whose fingerprint differs.
+// position (StepBatches, step_batches.h, which the causal-LM streams of
+// lm_stream_source.h share). Restore refuses a state whose fingerprint
+// differs.
 #pragma once
 
 #include <cstdint>
@@ -28,47 +30,12 @@
 #include "data_pipeline/plm_batch.h"
 #include "data_pipeline/plm_sample.h"
 #include "data_pipeline/shard_reader.h"
+#include "data_pipeline/step_batches.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {
 
-class BatchPrefetcher;
 class Sampler;
-
-// The exact position of a batch source; small and serialisable.
-struct SamplerState {
-  // The next step Next() returns.
-  int64_t step = 0;
-  // Hash of everything that decides batch contents (seed, global batch,
-  // data config, corpus); Restore refuses a state from another setup.
-  // Rank and world size are not part of it: a state resumes on any world.
-  std::string fingerprint;
-
-  std::string ToString() const;  // one JSON object
-  static absl::StatusOr<SamplerState> FromString(const std::string& text);
-};
-
-struct SamplerOptions {
-  // The data section: batch shapes, masking, loader threads and, for
-  // OpenBatchSource, `sources` and `source_block_steps`.
-  DataConfig data;
-  // Global batch size (all ranks together).
-  int64_t batch_size = 16;
-  // Seeds the streams' epoch offsets, the masking and the blend draws.
-  int64_t seed = 1234;
-  // This rank and the number of ranks; rank k takes its slice of the rows.
-  int rank = 0;
-  int world_size = 1;
-  // Which split of every corpus the batches read.
-  Split split = Split::kTrain;
-  // Verify every shard's content when opening (checksums, ids, flags);
-  // otherwise each shard is verified the first time a batch reads it.
-  bool verify = false;
-  // Build batches in page-locked host memory (needs CUDA at run time), so
-  // that a non-blocking copy to the GPU neither waits nor goes through a
-  // staging buffer; set by a consumer that trains on CUDA.
-  bool pin_memory = false;
-};
 
 // One corpus the batches are drawn from.
 struct SourcePart {
@@ -135,9 +102,7 @@ class BatchSource {
   void StopBatches();
 
  private:
-  std::string fingerprint_;
-  std::string what_;
-  std::unique_ptr<BatchPrefetcher> prefetcher_;
+  StepBatches<PlmBatch> batches_;
 };
 
 }  // namespace xlnet::data

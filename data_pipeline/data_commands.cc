@@ -30,6 +30,18 @@ SamplerOptions MakeSamplerOptions(const Config& config, int rank,
   return o;
 }
 
+// dump and inspect show permutation-LM batches; a causal-LM config's
+// batches are ordered streams (lm_stream_source.h), which they do not show.
+absl::Status CheckShowsObjective(const Config& config, const char* verb) {
+  if (config.train.objective == Objective::kPlm) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "xlnet-data ", verb,
+      " shows permutation-LM batches; this config sets train.objective: "
+      "clm, whose batches are the corpus read in order (row r of step t is "
+      "stream r's tokens [t*seq_len, (t+1)*seq_len + 1), "
+      "data_pipeline/lm_stream_source.h)"));
+}
+
 }  // namespace
 
 absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
@@ -87,6 +99,7 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
     return absl::InvalidArgumentError("--batches must be >= 1");
   }
   if (options.out.empty()) return absl::InvalidArgumentError("no --out file");
+  XLNET_RETURN_IF_ERROR(CheckShowsObjective(options.config, "dump"));
   XLNET_ASSIGN_OR_RETURN(
       auto sampler,
       OpenBatchSource(options.data_dir,
@@ -150,6 +163,7 @@ absl::Status DumpBatches(const DumpOptions& options, std::ostream& log) {
 }
 
 absl::Status InspectSample(const InspectOptions& options, std::ostream& out) {
+  XLNET_RETURN_IF_ERROR(CheckShowsObjective(options.config, "inspect"));
   SamplerOptions so = MakeSamplerOptions(options.config, 0, 1, options.split);
   so.data.prefetch_batches = 0;
   XLNET_ASSIGN_OR_RETURN(auto source, OpenBatchSource(options.data_dir, so));

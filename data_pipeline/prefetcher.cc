@@ -2,10 +2,13 @@
 
 #include <utility>
 
+#include "data_pipeline/lm_batch.h"
+
 namespace xlnet::data {
 
-BatchPrefetcher::BatchPrefetcher(BuildFn build, int64_t threads, int64_t window,
-                                 int64_t first_step)
+template <typename Batch>
+Prefetcher<Batch>::Prefetcher(BuildFn build, int64_t threads, int64_t window,
+                              int64_t first_step)
     : build_(std::move(build)),
       threads_(window > 0 && threads > 0 ? threads : 0),
       window_(window),
@@ -14,16 +17,21 @@ BatchPrefetcher::BatchPrefetcher(BuildFn build, int64_t threads, int64_t window,
   StartWorkers();
 }
 
-BatchPrefetcher::~BatchPrefetcher() { StopWorkers(); }
+template <typename Batch>
+Prefetcher<Batch>::~Prefetcher() {
+  StopWorkers();
+}
 
-void BatchPrefetcher::StartWorkers() {
+template <typename Batch>
+void Prefetcher<Batch>::StartWorkers() {
   stop_ = false;
   for (int64_t t = 0; t < threads_; ++t) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
 }
 
-void BatchPrefetcher::StopWorkers() {
+template <typename Batch>
+void Prefetcher<Batch>::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -33,7 +41,8 @@ void BatchPrefetcher::StopWorkers() {
   workers_.clear();
 }
 
-void BatchPrefetcher::WorkerLoop() {
+template <typename Batch>
+void Prefetcher<Batch>::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] {
@@ -42,7 +51,7 @@ void BatchPrefetcher::WorkerLoop() {
     if (stop_) return;
     const int64_t step = next_to_build_++;
     lock.unlock();
-    PlmBatch batch;
+    Batch batch;
     std::exception_ptr error;
     try {
       batch = build_(step);
@@ -63,12 +72,13 @@ void BatchPrefetcher::WorkerLoop() {
   }
 }
 
-PlmBatch BatchPrefetcher::Next() {
+template <typename Batch>
+Batch Prefetcher<Batch>::Next() {
   std::unique_lock<std::mutex> lock(mu_);
   if (threads_ == 0) {
     // Built under the lock so concurrent callers get consecutive steps;
     // the step advances only once its batch exists.
-    PlmBatch batch = build_(next_step_);
+    Batch batch = build_(next_step_);
     ++next_step_;
     return batch;
   }
@@ -80,19 +90,21 @@ PlmBatch BatchPrefetcher::Next() {
   });
   auto it = ready_.find(next_step_);
   if (it == ready_.end()) std::rethrow_exception(error_);
-  PlmBatch batch = std::move(it->second);
+  Batch batch = std::move(it->second);
   ready_.erase(it);
   ++next_step_;
   cv_.notify_all();
   return batch;
 }
 
-int64_t BatchPrefetcher::next_step() const {
+template <typename Batch>
+int64_t Prefetcher<Batch>::next_step() const {
   std::lock_guard<std::mutex> lock(mu_);
   return next_step_;
 }
 
-void BatchPrefetcher::Restart(int64_t step) {
+template <typename Batch>
+void Prefetcher<Batch>::Restart(int64_t step) {
   StopWorkers();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -104,5 +116,8 @@ void BatchPrefetcher::Restart(int64_t step) {
   }
   StartWorkers();
 }
+
+template class Prefetcher<PlmBatch>;
+template class Prefetcher<LmBatch>;
 
 }  // namespace xlnet::data

@@ -1,4 +1,6 @@
 // Builds pretraining batches ahead of the consumer on background threads.
+// One template for every batch type (PlmBatch, LmBatch); BatchPrefetcher is
+// the permutation-LM one.
 //
 //   BatchPrefetcher prefetcher(
 //       [this](int64_t step) { return BuildBatch(step, local_rows_); },
@@ -38,20 +40,22 @@
 
 namespace xlnet::data {
 
-class BatchPrefetcher {
+// Instantiated for PlmBatch and LmBatch (prefetcher.cc).
+template <typename Batch>
+class Prefetcher {
  public:
-  using BuildFn = std::function<PlmBatch(int64_t step)>;
+  using BuildFn = std::function<Batch(int64_t step)>;
 
   // Starts `threads` workers building up to `window` batches ahead of
   // `first_step` (none when either is <= 0: Next() builds the batch).
-  BatchPrefetcher(BuildFn build, int64_t threads, int64_t window,
-                  int64_t first_step = 0);
-  ~BatchPrefetcher();
-  BatchPrefetcher(const BatchPrefetcher&) = delete;
-  BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
+  Prefetcher(BuildFn build, int64_t threads, int64_t window,
+             int64_t first_step = 0);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
 
   // The batch of next_step(), then advances it. Thread-safe.
-  PlmBatch Next();
+  Batch Next();
   // The step the next Next() returns.
   int64_t next_step() const;
   // Drops every batch built ahead (and a pending error) and continues from
@@ -71,7 +75,7 @@ class BatchPrefetcher {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<int64_t, PlmBatch> ready_;  // built, not yet handed out
+  std::map<int64_t, Batch> ready_;     // built, not yet handed out
   int64_t next_step_ = 0;              // what Next() returns
   int64_t next_to_build_ = 0;          // what a worker builds next
   bool stop_ = false;
@@ -81,5 +85,7 @@ class BatchPrefetcher {
   std::exception_ptr error_;
   std::vector<std::thread> workers_;
 };
+
+using BatchPrefetcher = Prefetcher<PlmBatch>;
 
 }  // namespace xlnet::data

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "data_pipeline/tokenizer_rules.h"
+#include "data_pipeline/prepared_corpus.h"
 
 namespace xlnet::data {
 
@@ -47,11 +47,7 @@ class Sampler::RowStream : public StreamAccess {
  private:
   int64_t Wrap(int64_t p) const { return p % corpus_.size(); }
   void CopyCircular(int64_t start, int64_t n, int32_t* out) const {
-    const int64_t size = corpus_.size();
-    start = Wrap(start);
-    const int64_t first = std::min(n, size - start);
-    corpus_.CopyIds(start, first, out);
-    if (n > first) corpus_.CopyIds(0, n - first, out + first);
+    CopyIdsCircular(corpus_, start, n, out);
   }
 
   const Corpus& corpus_;
@@ -142,43 +138,12 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
   Sampler& s = *sampler;
   s.pool_ = std::make_shared<BufferPool>();
   s.options_ = options;
-  XLNET_ASSIGN_OR_RETURN(s.shards_, ShardSet::Open(data_dir, options.verify));
-  const std::string tokenizer_path =
-      d.tokenizer.empty() ? s.shards_->tokenizer_file() : d.tokenizer;
-  XLNET_ASSIGN_OR_RETURN(s.tokenizer_,
-                         Tokenizer::Load(tokenizer_path, s.shards_->rules()));
-  if (s.tokenizer_->hash() != s.shards_->tokenizer_hash()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(tokenizer_path, ": not the tokenizer the shards in ",
-                     data_dir, " were made with (hash ", s.tokenizer_->hash(),
-                     ", manifest says ", s.shards_->tokenizer_hash(), ")"));
-  }
-  if (s.tokenizer_->vocab_size() != s.shards_->vocab_size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        data_dir, "/", kManifestName, ": vocab_size ", s.shards_->vocab_size(),
-        " but the tokenizer has ", s.tokenizer_->vocab_size(), " pieces"));
-  }
-  // The casing is the tokenizer's (tokenizer_rules.h): the manifest's rules
-  // must be the ones it records. The data config's data.uncased and
-  // data.keep_accents are not compared here (their defaults are no choice);
-  // xlnet-pretrain refuses those its config sets and that differ.
   XLNET_ASSIGN_OR_RETURN(
-      const std::optional<TextRules> recorded,
-      RecordedTextRules(s.tokenizer_->model_bytes(), tokenizer_path));
-  XLNET_RETURN_IF_ERROR(
-      ResolveTextRules(tokenizer_path, recorded,
-                       {{absl::StrCat(data_dir, "/", kManifestName), "uncased",
-                         s.shards_->rules().uncased},
-                        {absl::StrCat(data_dir, "/", kManifestName),
-                         "keep_accents", s.shards_->rules().keep_accents}})
-          .status());
-  if (d.use_eod != s.shards_->use_eod()) {
-    XLOG(WARNING) << data_dir
-                  << " was prepared with use_eod=" << s.shards_->use_eod()
-                  << ", which differs from the data config; the shards win";
-  }
-  XLNET_ASSIGN_OR_RETURN(
-      s.corpus_, Corpus::Create(*s.shards_, options.split, d.eval_fraction));
+      PreparedCorpus prepared,
+      OpenPreparedCorpus(data_dir, d, options.split, options.verify));
+  s.shards_ = std::move(prepared.shards);
+  s.tokenizer_ = std::move(prepared.tokenizer);
+  s.corpus_ = std::move(prepared.corpus);
 
   s.num_streams_ = d.bi_data ? B / 2 : B;
   s.stream_length_ = s.corpus_.size() / s.num_streams_;
@@ -226,10 +191,7 @@ absl::StatusOr<std::unique_ptr<Sampler>> Sampler::Create(
 }
 
 int64_t Sampler::EpochOffset(int64_t epoch) const {
-  if (epoch == 0) return 0;
-  Rng rng = Rng::For({static_cast<uint64_t>(options_.seed), 0xE90C0FF5E7ULL,
-                      static_cast<uint64_t>(epoch)});
-  return static_cast<int64_t>(rng.Uniform(corpus_.size()));
+  return data::EpochOffset(options_.seed, epoch, corpus_.size());
 }
 
 int64_t Sampler::CorpusPosition(int64_t step, int64_t row, int64_t pos) const {

@@ -2,67 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
 #include "common/logging.h"
-#include "common/runtime.h"
 #include "common/status.h"
 #include "data_pipeline/open_batch_source.h"
 #include "data_pipeline/sampler.h"
-#include "data_pipeline/tokenizer_identity.h"
-#include "model/fused_elementwise.h"
 #include "model/precision.h"
-#include "model/sdpa_attention.h"
-#include "model_io/load.h"
 #include "model_io/model_dir.h"
-#include "model_io/save.h"
 
 namespace xlnet {
-namespace {
-
-std::string StateFile(int rank) {
-  return absl::StrCat("plm_state.rank", rank, ".safetensors");
-}
-
-torch::Tensor StringTensor(const std::string& s) {
-  return torch::from_blob(const_cast<char*>(s.data()),
-                          {static_cast<int64_t>(s.size())}, torch::kUInt8)
-      .clone();
-}
-
-std::string TensorString(const torch::Tensor& t) {
-  const torch::Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
-}
-
-}  // namespace
-
-absl::Status CheckBatchSplit(const Config& config, int64_t world_size) {
-  const TrainConfig& train = config.train;
-  const bool halves = config.data.bi_data;
-  if (train.batch_size_per_device > 0) {
-    if (halves && train.batch_size_per_device % 2 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "train.batch_size_per_device=", train.batch_size_per_device,
-          " must be even with data.bi_data (each rank's rows are a forward "
-          "and a backward half)"));
-    }
-    return absl::OkStatus();
-  }
-  const int64_t per_step = world_size * train.grad_accum_steps;
-  const int64_t unit = per_step * (halves ? 2 : 1);
-  if (train.batch_size % unit != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "train.batch_size=", train.batch_size,
-        " (the global batch) must split evenly over ", world_size, " ranks x ",
-        train.grad_accum_steps, " micro-batches",
-        halves ? " into even (forward+backward) halves" : "",
-        ": set it to a multiple of ", unit,
-        ", or set train.batch_size_per_device (rows per rank per forward) "
-        "instead"));
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
 // The unigram baseline's log-probabilities: token frequencies of the
@@ -104,56 +51,6 @@ torch::Tensor UnigramLogProbs(const std::vector<data::SourcePart>& parts,
   return (freq / freq.sum()).log().to(torch::kFloat);
 }
 
-// The model of a pretraining run on `device`: from `init_dir` (the same
-// architecture; the run's settings (memory, bi_data, dropout, ...) are the
-// config's, not those of the stored config.json) or freshly initialised
-// from train.seed, with the attention core and activation checkpointing of
-// the config.
-absl::StatusOr<XLNetLMHeadModel> MakeModel(const Config& config,
-                                           const std::string& init_dir,
-                                           torch::Device device) {
-  XLNetLMHeadModel model{nullptr};
-  if (!init_dir.empty()) {
-    XLNET_ASSIGN_OR_RETURN(ModelDir init, ReadModelDir(init_dir));
-    XLNET_RETURN_IF_ERROR(
-        CheckSameArchitecture(init.config, config.model, init_dir));
-    model = XLNetLMHeadModel(config.model);
-    LoadOptions load;
-    load.ignore_prefixes = FineTuningHeadPrefixes();
-    XLNET_RETURN_IF_ERROR(
-        LoadStateDict(*model, init.tensors, init.weights_path, load));
-  } else {
-    torch::manual_seed(config.train.seed);
-    model = XLNetLMHeadModel(config.model);
-    model->ResetParameters();
-  }
-  model->to(device);
-  model->transformer->SetActivationCheckpointing(
-      config.train.activation_checkpointing);
-  AttentionOptions attention;
-  attention.impl = config.train.attention;
-  if (attention.impl == AttentionImpl::kCuda && !CudaAttentionCompiled()) {
-    return absl::InvalidArgumentError(
-        "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
-        "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention kernel");
-  }
-  if (attention.impl == AttentionImpl::kSdpa && !SdpaAvailable()) {
-    return absl::InvalidArgumentError(
-        "train.attention: 'sdpa' needs LibTorch >= 2.1 "
-        "(scaled_dot_product_attention); this build has " +
-        std::string(TORCH_VERSION) + " (use 'unfused' or 'tiled')");
-  }
-  model->transformer->SetAttention(attention);
-  if (config.train.fused_elementwise && !FusedElementwiseCompiled()) {
-    return absl::InvalidArgumentError(
-        "train.fused_elementwise: needs a build with -DXLNET_WITH_CUDA=ON "
-        "-DXLNET_CUDA_ATTENTION=ON; this build has no fused element-wise "
-        "kernels (set it to false)");
-  }
-  model->transformer->SetFusedElementwise(config.train.fused_elementwise);
-  return model;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
@@ -165,19 +62,8 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   XLNET_RETURN_IF_ERROR(CheckPrecision(device, dtype));
   XLNET_RETURN_IF_ERROR(CheckBatchSplit(config, options.world_size));
 
-  std::unique_ptr<PlmUnit> unit(new PlmUnit(config, device, dtype));
-  unit->accum_ = train.grad_accum_steps;
-  unit->allow_changed_settings_ = options.allow_changed_settings;
-  unit->mems_.resize(unit->accum_);
-  data::SamplerOptions sampler_options;
-  sampler_options.data = config.data;
-  sampler_options.data.loader_threads =
-      CapThreads(config.data.loader_threads, "data.loader_threads");
-  sampler_options.batch_size = train.batch_size;
-  sampler_options.seed = train.seed;
-  sampler_options.rank = options.rank;
-  sampler_options.world_size = options.world_size;
-  sampler_options.pin_memory = device.is_cuda();
+  std::unique_ptr<PlmUnit> unit(new PlmUnit(config, device, dtype, options));
+  data::SamplerOptions sampler_options = PretrainSourceOptions(options, device);
   XLNET_ASSIGN_OR_RETURN(
       unit->train_, data::OpenBatchSource(options.data_dir, sampler_options));
   if (options.data_dir.empty()) {
@@ -190,11 +76,7 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
   } else {
     unit->data_origin_ = absl::StrCat("--data ", options.data_dir);
   }
-  if (unit->train_->tokenizer().vocab_size() > config.model.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the tokenizer has ", unit->train_->tokenizer().vocab_size(),
-        " pieces but model.vocab_size is ", config.model.vocab_size));
-  }
+  XLNET_RETURN_IF_ERROR(CheckVocabFits(unit->train_->tokenizer(), config));
   if (train.eval_steps > 0 && config.data.eval_fraction > 0) {
     sampler_options.split = data::Split::kEval;
     sampler_options.data.prefetch_batches = 0;
@@ -204,58 +86,18 @@ absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
         UnigramLogProbs(unit->train_->Parts(), config.model.vocab_size);
   }
 
-  // --init with a model that carries its tokenizer: the one the training
-  // data was made with (the sampler compared it with the shards' manifest),
-  // or the model's ids would name other pieces.
-  const std::string init_tokenizer =
-      absl::StrCat(options.init_dir, "/", kTokenizerFile);
-  if (!options.init_dir.empty() && PathExists(init_tokenizer)) {
-    XLNET_RETURN_IF_ERROR(data::CheckSameTokenizer(
-        unit->train_->tokenizer(),
-        absl::StrCat("the tokenizer of the training data in ",
-                     options.data_dir),
-        init_tokenizer));
-  }
+  // The sampler compared the data's tokenizer with the shards' manifest.
+  XLNET_RETURN_IF_ERROR(CheckInitTokenizer(unit->train_->tokenizer(),
+                                           options.data_dir, options.init_dir));
   XLNET_ASSIGN_OR_RETURN(unit->model_,
-                         MakeModel(config, options.init_dir, device));
+                         MakePretrainModel(config, options.init_dir, device));
   // Dropout streams differ per rank; initialisation above did not.
   torch::manual_seed(train.seed + 7919 * (options.rank + 1));
   return unit;
 }
 
-TrainingData PlmUnit::Data() {
-  const std::string fingerprint = train_->State().fingerprint;
-  return {fingerprint,
-          absl::StrCat(data_origin_, " (fingerprint ", fingerprint, ")")};
-}
-
-NamedTensors PlmUnit::Parameters() {
-  NamedTensors out;
-  for (const auto& item : model_->named_parameters()) {
-    out.emplace_back(item.key(), item.value());
-  }
-  return out;
-}
-
-// The live parameters (HF names; lm_loss.weight is tied and not listed), on
-// the model's device: the trainer loads checkpoints and broadcasts rank 0's
-// weights into these tensors. HfStateDict's CPU copies would be written
-// into and dropped on a GPU, leaving the model at its initial weights.
-NamedTensors PlmUnit::StateDict() {
-  NamedTensors out;
-  for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
-    out.emplace_back(item.key(), item.value());
-  }
-  return out;
-}
-
-void PlmUnit::SetTraining(bool training) { model_->train(training); }
-
 torch::Tensor PlmUnit::MicroRows(int64_t local_batch, int64_t micro) const {
-  if (!config_.data.bi_data) {
-    const int64_t n = local_batch / accum_;
-    return torch::arange(micro * n, (micro + 1) * n);
-  }
+  if (!config_.data.bi_data) return ContiguousRows(local_batch, accum_, micro);
   // Keep the [forward; backward] halves the model expects.
   const int64_t half = local_batch / 2, n = half / accum_;
   return torch::cat({torch::arange(micro * n, (micro + 1) * n),
@@ -380,66 +222,6 @@ std::map<std::string, double> PlmUnit::Evaluate() {
           {"accuracy", correct / targets},
           {"unigram_loss", unigram_loss / targets},
           {"unigram_accuracy", unigram_correct / targets}};
-}
-
-absl::Status PlmUnit::SaveUnitState(
-    int rank, std::map<std::string, NamedTensors>* files) {
-  TORCH_CHECK(micro_ == 0, "checkpoint in the middle of an accumulation step");
-  NamedTensors state;
-  state.emplace_back("sampler_state", StringTensor(train_->State().ToString()));
-  state.emplace_back("rows",
-                     torch::tensor(train_->local_rows(), torch::kInt64));
-  state.emplace_back("grad_accum_steps", torch::tensor(accum_));
-  for (int64_t m = 0; m < accum_; ++m) {
-    for (size_t l = 0; l < mems_[m].size(); ++l) {
-      state.emplace_back(absl::StrCat("mems.", m, ".", l), mems_[m][l]);
-    }
-  }
-  (*files)[StateFile(rank)] = std::move(state);
-  return absl::OkStatus();
-}
-
-absl::Status PlmUnit::LoadUnitState(const std::string& dir, int rank) {
-  // Any rank's file holds the (rank-independent) sampler position.
-  std::string path = absl::StrCat(dir, "/", StateFile(rank));
-  const bool own = PathExists(path);
-  if (!own) path = absl::StrCat(dir, "/", StateFile(0));
-  XLNET_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(path));
-  XLNET_ASSIGN_OR_RETURN(torch::Tensor text, file.Load("sampler_state"));
-  XLNET_ASSIGN_OR_RETURN(data::SamplerState state,
-                         data::SamplerState::FromString(TensorString(text)));
-  const bool same_setup = state.fingerprint == train_->State().fingerprint;
-  XLNET_RETURN_IF_ERROR(
-      Annotate(train_->Restore(state, allow_changed_settings_), path));
-  micro_ = 0;
-  for (auto& m : mems_) m.clear();
-  if (!same_setup) {
-    XLOG(WARNING) << dir
-                  << ": the batches were made with other data settings, seed "
-                     "or batch size; the data goes on from step "
-                  << state.step << " as this run makes it, memory empty";
-    return absl::OkStatus();
-  }
-  XLNET_ASSIGN_OR_RETURN(torch::Tensor rows, file.Load("rows"));
-  XLNET_ASSIGN_OR_RETURN(torch::Tensor accum, file.Load("grad_accum_steps"));
-  const bool same_layout =
-      own && accum.item<int64_t>() == accum_ &&
-      torch::equal(rows, torch::tensor(train_->local_rows(), torch::kInt64));
-  if (!same_layout) {
-    XLOG(WARNING)
-        << dir << ": the rank/accumulation layout changed since this "
-        << "checkpoint; the data continues exactly but memory starts empty";
-    return absl::OkStatus();
-  }
-  for (int64_t m = 0; m < accum_; ++m) {
-    for (int64_t l = 0; l < config_.model.n_layer; ++l) {
-      const std::string name = absl::StrCat("mems.", m, ".", l);
-      if (!file.Contains(name)) break;
-      XLNET_ASSIGN_OR_RETURN(torch::Tensor mem, file.Load(name));
-      mems_[m].push_back(mem.to(device_));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace xlnet

@@ -12,6 +12,7 @@
 #include "data_pipeline/tokenizer_rules.h"
 #include "model/model_size.h"
 #include "model_io/model_dir.h"
+#include "pretrain/clm_unit.h"
 #include "pretrain/plm_unit.h"
 #include "train/distributed.h"
 #include "train/run_dir.h"
@@ -27,6 +28,34 @@ ConfigScope PretrainConfigScope() {
   for (const char* key : {"train.patience", "train.patience_min_delta"}) {
     scope.unread_keys.push_back(
         {key, "early stopping watches a fine-tuning metric"});
+  }
+  // The permutation-LM sample's keys, which the causal LM does not read.
+  const auto clm = [](const Config& c) {
+    return c.train.objective == Objective::kClm;
+  };
+  for (const char* key :
+       {"data.reuse_len", "data.perm_size", "data.num_predict",
+        "data.mask_alpha", "data.mask_beta", "data.max_gram",
+        "data.official_span_quirks"}) {
+    scope.unread_keys.push_back(
+        {key,
+         "train.objective clm predicts every next token: no permutation, "
+         "span masks or partial prediction; memory is model.mem_len",
+         clm});
+  }
+  scope.unread_keys.push_back(
+      {"data.bi_data",
+       "train.objective clm reads its streams forwards only; set it to false "
+       "or leave it out",
+       [](const Config& c) {
+         return c.train.objective == Objective::kClm && c.data.bi_data;
+       }});
+  for (const char* key : {"data.sources", "data.source_block_steps"}) {
+    scope.unread_keys.push_back(
+        {key,
+         "train.objective clm reads one prepared directory, --data; blends "
+         "are for plm",
+         clm});
   }
   return scope;
 }
@@ -67,19 +96,35 @@ absl::Status RunPretraining(const PretrainOptions& options) {
                          RunDirectory::Open({options.out_dir, "pretraining",
                                              options.resume, options.overwrite},
                                             group.get()));
-  PlmUnitOptions unit_options;
+  PretrainUnitOptions unit_options;
   unit_options.config = config;
   unit_options.data_dir = options.data_dir;
   unit_options.init_dir = options.init_dir;
   unit_options.rank = env.rank;
   unit_options.world_size = env.world_size;
   unit_options.allow_changed_settings = options.allow_changed_settings;
-  XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PlmUnit> unit,
-                         PlmUnit::Create(unit_options));
+  // The unit of train.objective, and the tokenizer of its data.
+  std::unique_ptr<TrainUnit> unit;
+  const data::Tokenizer* data_tokenizer = nullptr;
+  if (config.train.objective == Objective::kClm) {
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<ClmUnit> clm,
+                           ClmUnit::Create(unit_options));
+    data_tokenizer = &clm->source().tokenizer();
+    unit = std::move(clm);
+  } else {
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PlmUnit> plm,
+                           PlmUnit::Create(unit_options));
+    data_tokenizer = &plm->sampler().tokenizer();
+    unit = std::move(plm);
+  }
   if (env.rank == 0) {
     int64_t params = 0;
     for (const auto& [name, p] : unit->Parameters()) params += p.numel();
-    XLOG(INFO) << "model: " << config.model.n_layer << " layers, d_model "
+    XLOG(INFO) << "objective " << EnumName(config.train.objective) << " ("
+               << (config.train.objective == Objective::kClm
+                       ? "causal LM, ClmUnit"
+                       : "permutation LM, PlmUnit")
+               << "); model: " << config.model.n_layer << " layers, d_model "
                << config.model.d_model << ", " << params
                << " parameters; batch: "
                << BatchSummary(config.train, env.world_size,
@@ -89,7 +134,7 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   // tokenizer's record); a data.uncased or data.keep_accents the config sets
   // must agree. config.yaml records them, so that fine-tuning from a
   // checkpoint normalizes text the same way.
-  const data::Tokenizer& tokenizer = unit->sampler().tokenizer();
+  const data::Tokenizer& tokenizer = *data_tokenizer;
   const data::TextRules& rules = tokenizer.rules();
   {
     const std::string shards =
@@ -128,8 +173,7 @@ absl::Status RunPretraining(const PretrainOptions& options) {
     return run_dir->CheckLock();
   };
   // Checkpoints carry the tokenizer so fine-tuning and export need only them.
-  trainer_options.extra_files[kTokenizerFile] =
-      unit->sampler().tokenizer().model_bytes();
+  trainer_options.extra_files[kTokenizerFile] = tokenizer.model_bytes();
   Trainer trainer(trainer_options, unit.get(), group.get());
   // The trainer prints the end-of-run summary (steps, tokens, time, loss,
   // skipped steps, checkpoint) on rank 0.

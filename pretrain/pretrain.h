@@ -1,6 +1,7 @@
 // Pretraining, the toolkit's main job (xlnet-pretrain): one rank's run of
-// the permutation-LM unit on the shared Trainer, or, with --nproc_per_node
-// and no WORLD_SIZE in the environment, the local ranks of it.
+// the unit of train.objective (the permutation-LM PlmUnit, or the causal-LM
+// ClmUnit) on the shared Trainer, or, with --nproc_per_node and no
+// WORLD_SIZE in the environment, the local ranks of it.
 #pragma once
 
 #include <string>
@@ -41,8 +42,11 @@ absl::Status RunPretraining(const PretrainOptions& options);
 
 // What xlnet-pretrain reads of a config: the model, data and train
 // sections, without the fine-tuning trainer keys (train.patience,
-// train.patience_min_delta); setting one of those is an error naming the
-// command.
+// train.patience_min_delta) and, under train.objective clm, without the
+// permutation-LM data keys (reuse_len, perm_size, num_predict, mask_alpha,
+// mask_beta, max_gram, official_span_quirks, bi_data: true) and blends
+// (data.sources, source_block_steps); setting one of those is an error
+// naming the file, the key and the command.
 ConfigScope PretrainConfigScope();
 
 }  // namespace xlnet

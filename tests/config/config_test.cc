@@ -263,6 +263,7 @@ TEST(ConfigTest, OneOfTheGlobalAndThePerDeviceBatch) {
 }
 
 TEST(SettingsTest, EveryTableNamesEachValueOnce) {
+  ExpectTableRoundTrips<Objective>(2);
   ExpectTableRoundTrips<Dtype>(3);
   ExpectTableRoundTrips<LrDecay>(2);
   ExpectTableRoundTrips<AttentionImpl>(4);

@@ -10,7 +10,6 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "common/file_util.h"
@@ -22,6 +21,7 @@
 #include "model_io/checkpoint_manager.h"
 #include "model_io/save.h"
 #include "pretrain/plm_unit.h"
+#include "tests/pretrain/pretrain_test_util.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
@@ -163,53 +163,17 @@ TEST_F(PretrainE2ETest, SigtermSavesAndExitsZero) {
 }
 
 TEST_F(PretrainE2ETest, SigkillThenResumeReproducesLossesExactly) {
-  testing::TempDir full, killed;
-  const std::string settings =
-      "--set train.max_steps=30 --set train.save_steps=4 --set "
-      "train.log_steps=1";
-  CommandResult r = RunCommand(Command(full.path(), settings));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<double> expected = LoggedLosses(full.path());
-  ASSERT_EQ(expected.size(), 30u);
-
-  // Kill at a (seeded) random moment, after 6..20 logged steps.
-  std::mt19937 rng(20261122);
-  const size_t kill_after = std::uniform_int_distribution<size_t>(6, 20)(rng);
-  const pid_t pid = testing::SpawnCommand(Command(killed.path(), settings),
-                                          killed.Join("log.txt"));
-  for (int i = 0; i < 1200 && ReadMetrics(killed.path()).size() < kill_after;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  testing::KillGroup(pid, SIGKILL);
-  EXPECT_EQ(testing::WaitPid(pid), 128 + SIGKILL);
-  r = RunCommand(Command(killed.path(), settings + " --resume latest"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::vector<double> got = LoggedLosses(killed.path());
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
-  EXPECT_EQ(MaxAbsDiff(LoadModelWeights(full.Join("checkpoints/step_30")),
-                       LoadModelWeights(killed.Join("checkpoints/step_30"))),
-            0.0);
+  testing::ExpectSigkillThenResumeIsExact(Command,
+                                          testing::kKillAndResumeSettings, 30);
 }
 
 TEST_F(PretrainE2ETest, TwoGlooRanksMatchOneRank) {
   XLNET_SKIP_WITHOUT_GLOO();
-  testing::TempDir one, two;
-  const std::string settings =
-      "--set train.max_steps=4 --set train.save_steps=0 --set model.dropout=0";
-  CommandResult r = RunCommand(Command(one.path(), settings));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = RunCommand(Command(two.path(), settings + " --nproc_per_node 2"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const double diff =
-      MaxAbsDiff(LoadModelWeights(one.Join("checkpoints/step_4")),
-                 LoadModelWeights(two.Join("checkpoints/step_4")));
+  const double diff = testing::FinalWeightDiff(
+      Command, testing::NoDropoutRun(4), "", "--nproc_per_node 2", 4,
+      {"plm_state.rank1.safetensors"});
   EXPECT_LE(diff, 1e-6);
   RecordProperty("max_abs_param_diff", std::to_string(diff));
-  EXPECT_TRUE(
-      PathExists(two.Join("checkpoints/step_4/plm_state.rank1.safetensors")));
 }
 
 // Four ranks on two cores, with the global batch (8 rows) or the same rows
@@ -248,17 +212,9 @@ TEST_F(PretrainE2ETest, FourGlooRanksWithEitherBatchKeyMatchOneRank) {
 }
 
 TEST_F(PretrainE2ETest, AccumulationEqualsLargerBatch) {
-  testing::TempDir one, accum;
-  const std::string settings =
-      "--set train.max_steps=3 --set train.save_steps=0 --set model.dropout=0";
-  CommandResult r = RunCommand(Command(one.path(), settings));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = RunCommand(
-      Command(accum.path(), settings + " --set train.grad_accum_steps=4"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
   const double diff =
-      MaxAbsDiff(LoadModelWeights(one.Join("checkpoints/step_3")),
-                 LoadModelWeights(accum.Join("checkpoints/step_3")));
+      testing::FinalWeightDiff(Command, testing::NoDropoutRun(3), "",
+                               "--set train.grad_accum_steps=4", 3);
   EXPECT_LE(diff, 1e-6);
 }
 
