@@ -7,8 +7,9 @@
 # A tiny model is pretrained for 10 steps on data/sample/ (TensorBoard on,
 # two evaluations) and fine-tuned for a few steps as a classifier (genre
 # sample, predictions on its test split), for SQuAD (the v2 fixture) and for
-# multiple choice (data/race_sample); xlnet-export writes the encoder
-# (--encoder_only), the LM and the three heads. Then, with the Python of
+# multiple choice (data/race_sample), and a causal LM (configs/tiny-clm.yaml)
+# is pretrained for 10 steps; xlnet-export writes the encoder
+# (--encoder_only), the two LMs and the three heads. Then, with the Python of
 # XLNET_CHECK_PYTHON (the venv of scripts/setup_python.sh):
 # - scripts/check_hf_export.py: each export loads with its AutoModel* class
 #   with no missing, unexpected or mismatched weights, AutoTokenizer (fast
@@ -18,8 +19,9 @@
 #   those of xlnet-finetune's predictions file within 1e-4 (the file has 6
 #   significant digits; both run fp32 on the CPU);
 # - scripts/check_hf_lm.py: the golden tiny model as a causal LM (attn_type
-#   uni) gives xlnet-run's logits and memory in transformers' XLNetLMHeadModel
-#   within 1e-5 over three segments that carry the memory;
+#   uni), and a tiny model pretrained 10 steps with train.objective clm and
+#   exported, give xlnet-run's logits and memory in transformers'
+#   XLNetLMHeadModel within 1e-5 over three segments that carry the memory;
 # - scripts/check_tensorboard.py: TensorBoard's EventAccumulator lists the
 #   scalars of the pretraining and classification runs' RUN/tb
 #   (train/loss, train/learning_rate, eval/loss) with metrics.jsonl's values.
@@ -72,6 +74,14 @@ run "$BIN/xlnet-export" --checkpoint "$CKPT" --out "$TMP/export/lm"
 run "$BIN/xlnet-export" --checkpoint "$CKPT" --encoder_only \
   --out "$TMP/export/encoder"
 
+# A causal LM (train.objective clm, attn_type uni), exported as an
+# XLNetLMHeadModel.
+run "$BIN/xlnet-pretrain" --config "$SRC/configs/tiny-clm.yaml" --data "$TMP/data" \
+  --out "$TMP/clm" --set train.max_steps=10 --set train.eval_steps=0 \
+  --set train.threads=1
+run "$BIN/xlnet-export" --checkpoint "$TMP/clm/checkpoints/step_10" \
+  --out "$TMP/export/clm"
+
 finetune() {
   local task=$1 out=$2
   shift 2
@@ -107,7 +117,7 @@ for name in text slow_text; do
 done
 
 status=0
-"$PY" "$SRC/scripts/check_hf_export.py" "$TMP"/export/{encoder,lm,classifier,qa,multiple_choice} \
+"$PY" "$SRC/scripts/check_hf_export.py" "$TMP"/export/{encoder,lm,clm,classifier,qa,multiple_choice} \
   --text "$TMP/text.txt" --prepared "$TMP/text" \
   --slow_text "$TMP/slow_text.txt" --slow_prepared "$TMP/slow_text" \
   --tsv "${GENRE}_test.tsv" --predictions "$TMP/classifier/predictions_test.tsv" \
@@ -125,6 +135,9 @@ json.dump(config, open(sys.argv[2], "w"), indent=1)
 PYEOF
 "$PY" "$SRC/scripts/check_hf_lm.py" "$TMP/causal" --xlnet_run "$BIN/xlnet-run" \
   || status=1
+# The exported causal LM (trained with memory 64; 3 segments of 40 tokens).
+"$PY" "$SRC/scripts/check_hf_lm.py" "$TMP/export/clm" --xlnet_run "$BIN/xlnet-run" \
+  --seq_len 40 || status=1
 "$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/pretrain" \
   --require train/loss,train/learning_rate,eval/loss || status=1
 "$PY" "$SRC/scripts/check_tensorboard.py" "$TMP/classifier" || status=1
