@@ -186,7 +186,9 @@ TEST_F(ClmUnitTest, TwoMicroBatchesEqualOne) {
 
 TEST_F(ClmUnitTest, RunLogsPerplexityAndEvaluatesBitsPerByte) {
   testing::TempDir run;
+  // INFO lines on (CTest runs the tests with XLNET_LOG_LEVEL=warning).
   const CommandResult r = RunCommand(
+      "XLNET_LOG_LEVEL=info " +
       Command(run.path(),
               "--set train.max_steps=20 --set train.log_steps=10 --set "
               "train.save_steps=0 --set train.eval_steps=10"));

@@ -187,7 +187,9 @@ TEST_F(PretrainE2ETest, FourGlooRanksWithEitherBatchKeyMatchOneRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = RunCommand(Command(global.path(), settings + " --nproc_per_node 4"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  // INFO lines on (CTest runs the tests with XLNET_LOG_LEVEL=warning).
   r = RunCommand(
+      "XLNET_LOG_LEVEL=info " +
       Command(per_device.path(),
               settings + " --set train.batch_size=0 --set "
                          "train.batch_size_per_device=2 --nproc_per_node 4"));
