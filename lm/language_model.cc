@@ -97,6 +97,11 @@ XLNetLMHeadModel WithoutSameLength(const XLNetLMHeadModel& model) {
   if (!model->config().same_length) return model;
   XLNetConfig config = model->config();
   config.same_length = false;
+  return CopyWithConfig(model, config);
+}
+
+XLNetLMHeadModel CopyWithConfig(const XLNetLMHeadModel& model,
+                                const XLNetConfig& config) {
   XLNetLMHeadModel copy(config);
   torch::NoGradGuard no_grad;
   auto target = copy->named_parameters();

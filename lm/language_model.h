@@ -97,6 +97,11 @@ LmForwardResult LmForward(XLNetLMHeadModelImpl& model, const torch::Tensor& ids,
                           const torch::Tensor& attention_mask,
                           const LmForwardOptions& options);
 
+// A copy of `model` built from `config` (which must give the same parameter
+// shapes): its parameter values, device and attention implementation.
+XLNetLMHeadModel CopyWithConfig(const XLNetLMHeadModel& model,
+                                const XLNetConfig& config);
+
 // A copy of `model` (same parameters, same device) whose config has
 // same_length off: the forwards without memory (evaluation modes none and
 // sliding, generation without cache) run on it, since same_length limits a

@@ -139,13 +139,13 @@ TEST(EvaluateLmTest, SameLengthAndClampLenRun) {
   XLNetConfig config = model->config();
   config.same_length = true;
   config.clamp_len = 4;
-  XLNetLMHeadModel other = testing::WithConfig(model, config);
+  XLNetLMHeadModel other = CopyWithConfig(model, config);
   const std::vector<int32_t> ids = RandomIds(30, 50, 14);
   const LmEvalResult memory = Eval(other, ids, LmEvalMode::kMemory, 8, 8);
   const LmEvalResult none = Eval(other, ids, LmEvalMode::kNone, 8, 0);
   EXPECT_TRUE(std::isfinite(memory.nll));
   config.same_length = false;
-  XLNetLMHeadModel clamp_only = testing::WithConfig(model, config);
+  XLNetLMHeadModel clamp_only = CopyWithConfig(model, config);
   EXPECT_NEAR(Eval(clamp_only, ids, LmEvalMode::kNone, 8, 0).nll, none.nll,
               1e-4);
   EXPECT_GT(std::abs(Eval(clamp_only, ids, LmEvalMode::kMemory, 8, 8).nll -

@@ -160,7 +160,7 @@ TEST(LanguageModelTest, WithoutSameLengthSharesTheWeights) {
   EXPECT_EQ(WithoutSameLength(model).get(), model.get());
   XLNetConfig config = model->config();
   config.same_length = true;
-  XLNetLMHeadModel same = testing::WithConfig(model, config);
+  XLNetLMHeadModel same = CopyWithConfig(model, config);
   XLNetLMHeadModel copy = WithoutSameLength(same);
   EXPECT_FALSE(copy->config().same_length);
   const auto ids = IdsRow(RandomIds(12, 50, 6));

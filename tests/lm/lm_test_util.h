@@ -31,17 +31,6 @@ inline XLNetLMHeadModel TinyLm(const std::string& attn_type,
   return model;
 }
 
-// A model with `config` (same shapes as `model`'s) and `model`'s weights.
-inline XLNetLMHeadModel WithConfig(const XLNetLMHeadModel& model,
-                                   const XLNetConfig& config) {
-  XLNetLMHeadModel copy(config);
-  torch::NoGradGuard no_grad;
-  auto dst = copy->named_parameters();
-  for (const auto& p : model->named_parameters()) dst[p.key()].copy_(p.value());
-  copy->eval();
-  return copy;
-}
-
 // `n` ids in [0, vocab_size), fixed by `seed`.
 inline std::vector<int32_t> RandomIds(int64_t n, int64_t vocab_size,
                                       uint64_t seed) {
