@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -140,11 +142,44 @@ void OnDevice(std::vector<torch::Tensor>& tensors, const torch::Device& device,
   }
 }
 
+// Waits for a collective. A lost peer or a timeout is rethrown with what
+// it means for the run and what to do: the raw transport error ("Connection
+// closed by peer [127.0.0.1]:44702") names neither the dead rank nor the fix.
+void Wait(c10d::Work& work) {
+  std::string what;
+  try {
+    work.wait();
+    return;
+  } catch (const c10::Error& e) {
+    what = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  auto has = [&](const char* text) {
+    return what.find(text) != std::string::npos;
+  };
+  if (has("closed by peer") || has("reset by peer") || has("Broken pipe") ||
+      has("remote process exited")) {
+    absl::StrAppend(&what,
+                    " (another rank exited or lost its connection; its own "
+                    "log says why. Stop every rank and start them all again "
+                    "with --resume latest: the newest valid checkpoint "
+                    "continues exactly)");
+  } else if (has("Timed out") || has("timed out") || has("timeout")) {
+    absl::StrAppend(&what,
+                    " (a rank did not join this collective within "
+                    "train.dist_timeout_s: it is stuck, far slower than the "
+                    "others, or gone; its own log says which. Restart every "
+                    "rank with --resume latest)");
+  }
+  throw std::runtime_error(what);
+}
+
 }  // namespace
 
 void ProcessGroup::AllReduceSum(std::vector<torch::Tensor>& tensors) {
   OnDevice(tensors, device_, [this](std::vector<torch::Tensor>& t) {
-    AllReduceSumAsync(t)->wait();
+    Wait(*AllReduceSumAsync(t));
   });
 }
 
@@ -164,7 +199,7 @@ void ProcessGroup::Broadcast(std::vector<torch::Tensor>& tensors, int root) {
   c10d::BroadcastOptions options;
   options.rootRank = root;
   OnDevice(tensors, device_, [&](std::vector<torch::Tensor>& t) {
-    pg_->broadcast(t, options)->wait();
+    Wait(*pg_->broadcast(t, options));
   });
 }
 
@@ -353,7 +388,7 @@ void GradientReducer::Finish() {
   torch::NoGradGuard no_grad;
   const double scale = 1.0 / group_->world_size();
   for (Bucket& b : buckets_) {
-    b.work->wait();
+    Wait(*b.work);
     b.flat.mul_(scale);
     int64_t offset = 0;
     for (size_t k : b.params) {

@@ -1,7 +1,8 @@
 // Launching xlnet-pretrain the way clusters do, with the real binaries:
 // Debian's torchrun (PyTorch 1.13) with its static rendezvous (the agent
 // serves the store), 2 nodes x 1 rank over c10d on localhost, a worker
-// killed under --max_restarts, and srun's variables set by hand. Every
+// killed under --max_restarts, srun's variables set by hand, and one of 4 such
+// ranks SIGKILLed. Every
 // launch is compared with a 1-rank run (dropout 0): parameters within 1e-6.
 // The torchrun tests are skipped, saying so, where torchrun is absent.
 #include <dirent.h>
@@ -115,6 +116,28 @@ class LaunchE2ETest : public ::testing::Test {
     }
     std::cout << "vs 1 rank: max |parameter diff| " << diff
               << ", max |loss diff| " << worst_loss << std::endl;
+  }
+
+  // Starts `tasks` ranks of xlnet-pretrain with srun's variables set by
+  // hand (one node, task i = rank i), rendezvous on `port`, each logging to
+  // RUN/task<i>.log; returns their pids.
+  static std::vector<pid_t> SpawnSlurmTasks(int tasks, int port,
+                                            const std::string& run_dir,
+                                            const std::string& extra_args) {
+    std::vector<pid_t> pids;
+    for (int task = 0; task < tasks; ++task) {
+      const std::string vars = absl::StrCat(
+          "env -u RANK -u WORLD_SIZE -u LOCAL_RANK XLNET_LOG_LEVEL=info "
+          "SLURM_PROCID=",
+          task, " SLURM_LOCALID=", task, " SLURM_NTASKS=", tasks,
+          " SLURM_NODEID=0 SLURM_STEP_TASKS_PER_NODE=", tasks,
+          " SLURM_JOB_ID=4242 SLURM_JOB_NODELIST=localhost MASTER_PORT=", port,
+          " ");
+      pids.push_back(testing::SpawnCommand(
+          vars + ToolPath("pretrain") + PretrainArgs(run_dir) + extra_args,
+          absl::StrCat(run_dir, "/task", task, ".log")));
+    }
+    return pids;
   }
 
   static testing::TempDir* tmp_;
@@ -240,20 +263,8 @@ TEST_F(LaunchE2ETest, KilledWorkerRestartsAndResumes) {
 TEST_F(LaunchE2ETest, SlurmTasksMatchOneRankAndLogInOurFormat) {
   XLNET_SKIP_WITHOUT_GLOO();
   testing::TempDir run;
-  const int port = FreeLocalPort();
-  std::vector<pid_t> tasks;
-  for (int task = 0; task < 2; ++task) {
-    const std::string vars = absl::StrCat(
-        "env -u RANK -u WORLD_SIZE -u LOCAL_RANK XLNET_LOG_LEVEL=info "
-        "SLURM_PROCID=",
-        task, " SLURM_LOCALID=", task,
-        " SLURM_NTASKS=2 SLURM_NODEID=0 SLURM_STEP_TASKS_PER_NODE=2 "
-        "SLURM_JOB_ID=4242 SLURM_JOB_NODELIST=localhost MASTER_PORT=",
-        port, " ");
-    tasks.push_back(testing::SpawnCommand(
-        vars + ToolPath("pretrain") + PretrainArgs(run.path()),
-        run.Join(absl::StrCat("task", task, ".log"))));
-  }
+  const std::vector<pid_t> tasks =
+      SpawnSlurmTasks(2, FreeLocalPort(), run.path(), "");
   for (int task = 0; task < 2; ++task) {
     const int code = testing::WaitPid(tasks[task]);
     EXPECT_EQ(code, 0) << ReadText(
@@ -279,6 +290,64 @@ TEST_F(LaunchE2ETest, SlurmTasksMatchOneRankAndLogInOurFormat) {
               std::string::npos)
         << log;
   }
+}
+
+// One of 4 ranks SIGKILLed mid-run (no agent to restart it): the 3 others
+// notice the lost peer in their next collective and exit non-zero well
+// within train.dist_timeout_s, rather than hanging; the 4 ranks started
+// again with --resume latest continue from the newest valid checkpoint and
+// end with the parameters of an uninterrupted 1-rank run.
+TEST_F(LaunchE2ETest, OneOfFourRanksKilledOthersExitAndResumeIsExact) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  constexpr int kTimeoutS = 60;
+  const std::string timeout =
+      absl::StrCat(" --set train.dist_timeout_s=", kTimeoutS);
+  testing::TempDir run;
+  std::vector<pid_t> tasks =
+      SpawnSlurmTasks(4, FreeLocalPort(), run.path(), timeout);
+  // After step 6 (step_4 saved), SIGKILL rank 2.
+  for (int i = 0; i < 12000 && ReadMetrics(run.path()).size() < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const size_t logged_at_kill = ReadMetrics(run.path()).size();
+  ASSERT_EQ(kill(tasks[2], SIGKILL), 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  std::string logs;
+  for (int task = 0; task < 4; ++task) {
+    const int code = testing::WaitPid(tasks[task]);
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - killed_at)
+                               .count();
+    const std::string log =
+        ReadText(run.Join(absl::StrCat("task", task, ".log")));
+    logs += log;
+    if (task == 2) {
+      EXPECT_EQ(code, 128 + SIGKILL);
+      continue;
+    }
+    EXPECT_NE(code, 0) << "rank " << task << " went on without rank 2\n" << log;
+    EXPECT_NE(log.find("another rank exited or lost its connection"),
+              std::string::npos)
+        << log;
+    // The peer's death is seen at once (its sockets close); the timeout is
+    // the bound for a peer that hangs instead.
+    EXPECT_LT(seconds, kTimeoutS) << "rank " << task << "\n" << log;
+    const size_t last = log.find_last_of('\n', log.size() - 2);
+    std::cout << "rank " << task << " exited " << code << " after " << seconds
+              << " s: " << log.substr(last == std::string::npos ? 0 : last + 1);
+  }
+  ASSERT_LT(logged_at_kill, static_cast<size_t>(kSteps))
+      << "the run finished before the kill; nothing was tested";
+  ASSERT_FALSE(PathExists(run.Join(kFinal))) << logs;
+  tasks = SpawnSlurmTasks(4, FreeLocalPort(), run.path(), timeout);
+  for (int task = 0; task < 4; ++task) {
+    const int code = testing::WaitPid(tasks[task]);
+    ASSERT_EQ(code, 0) << ReadText(
+        run.Join(absl::StrCat("task", task, ".log")));
+  }
+  EXPECT_TRUE(std::regex_search(ReadText(run.Join("task0.log")),
+                                std::regex("resumed from \\S+/step_\\d+")));
+  ExpectMatchesOneRank(run.path());
 }
 
 // LibTorch's own lines in our format, deterministically: a task whose master
