@@ -227,6 +227,11 @@ struct TrainConfig {
   double patience_min_delta = 0.0;
   // Checkpoints kept (oldest removed first); 0 keeps all.
   int64_t keep_checkpoints = 3;
+  // Pretraining: each rank's memory in checkpoints (the largest per-rank
+  // state: n_layer x mem_len x rows x d_model floats): fp32 (resume is
+  // exact), bf16 (half the bytes; resume continues from rounded memory) or
+  // none (resume starts with empty memory; the data continues exactly).
+  SaveMemory save_memory = SaveMemory::kFp32;
   // "cpu" or "cuda" (or "cuda:N").
   std::string device = "cpu";
   // fp32, bf16 (autocast) or fp16 (CUDA only, with loss scaling).
@@ -251,6 +256,17 @@ struct TrainConfig {
   int64_t max_bad_steps = 20;
   // Seconds a collective may take before a stuck rank is reported.
   int64_t dist_timeout_s = 300;
+  // Precision of the gradient all-reduce over ranks: fp32 (each bucket is
+  // reduced in place: the gradients are views of it, nothing is copied) or
+  // bf16 (each bucket is cast to bf16 for the all-reduce and back: half the
+  // bytes on the wire, about 3 significant digits per rank's summand).
+  Dtype grad_reduce_dtype = Dtype::kFp32;
+  // Gradient bytes per all-reduce bucket, in MiB; a bucket is sent as soon
+  // as backward has produced all of its gradients.
+  double grad_bucket_mb = 25;
+  // MiB of the first bucket (the last layers' gradients, ready first):
+  // small, so that communication starts early in backward.
+  double first_grad_bucket_mb = 1;
   // With device "cuda": local ranks per GPU (a rank uses cuda:(LOCAL_RANK /
   // ranks_per_device)). 1: NCCL between the ranks; above 1 (for testing
   // multi-rank code on one GPU): Gloo over CUDA tensors, staged through the

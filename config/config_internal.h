@@ -98,6 +98,7 @@ void VisitTrain(S& c, V& v) {
   v("patience", c.patience);
   v("patience_min_delta", c.patience_min_delta);
   v("keep_checkpoints", c.keep_checkpoints);
+  v("save_memory", c.save_memory);
   v("device", c.device);
   v("dtype", c.dtype);
   v("threads", c.threads);
@@ -106,6 +107,9 @@ void VisitTrain(S& c, V& v) {
   v("fused_elementwise", c.fused_elementwise);
   v("max_bad_steps", c.max_bad_steps);
   v("dist_timeout_s", c.dist_timeout_s);
+  v("grad_reduce_dtype", c.grad_reduce_dtype);
+  v("grad_bucket_mb", c.grad_bucket_mb);
+  v("first_grad_bucket_mb", c.first_grad_bucket_mb);
   v("ranks_per_device", c.ranks_per_device);
 }
 

@@ -83,6 +83,10 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"train.fused_elementwise", kTrain},
     {"train.activation_checkpointing", kTrain},
     {"train.ranks_per_device", kTrain},
+    // The reduction's precision and, beyond 2 ranks, its summation order.
+    {"train.grad_reduce_dtype", kTrain},
+    {"train.grad_bucket_mb", kTrain},
+    {"train.first_grad_bucket_mb", kTrain},
     // When to log, save, evaluate and stop: nothing trained differs.
     {"train.save_steps", kBook},
     {"train.log_steps", kBook},
@@ -92,6 +96,7 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"train.patience", kBook},
     {"train.patience_min_delta", kBook},
     {"train.keep_checkpoints", kBook},
+    {"train.save_memory", kBook},
     {"train.max_bad_steps", kBook},
     {"train.dist_timeout_s", kBook},
 

@@ -35,6 +35,13 @@ enum class Dtype {
   kFp16,  // fp16 autocast with dynamic loss scaling (CUDA only)
 };
 
+// train.save_memory: how checkpoints hold each rank's Transformer-XL memory.
+enum class SaveMemory {
+  kFp32,  // as computed: resume continues exactly
+  kBf16,  // rounded to bf16: half the bytes, resume continues approximately
+  kNone,  // not saved: resume starts with empty memory (the data continues)
+};
+
 // train.objective: what xlnet-pretrain trains the model to predict.
 enum class Objective {
   kPlm,  // XLNet's permutation language modelling (two streams, partial
@@ -103,6 +110,15 @@ struct EnumTable<Objective> {
   static constexpr std::array<std::pair<Objective, const char*>, 2> kNames{{
       {Objective::kPlm, "plm"},
       {Objective::kClm, "clm"},
+  }};
+};
+
+template <>
+struct EnumTable<SaveMemory> {
+  static constexpr std::array<std::pair<SaveMemory, const char*>, 3> kNames{{
+      {SaveMemory::kFp32, "fp32"},
+      {SaveMemory::kBf16, "bf16"},
+      {SaveMemory::kNone, "none"},
   }};
 };
 

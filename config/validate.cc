@@ -232,6 +232,15 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
           "than LibTorch's element-wise ops; set it to false)");
   c.Check(t.max_bad_steps >= 1, "max_bad_steps", "must be >= 1");
   c.Check(t.dist_timeout_s >= 1, "dist_timeout_s", "must be >= 1");
+  c.Check(t.grad_reduce_dtype != Dtype::kFp16, "grad_reduce_dtype",
+          "must be fp32 or bf16 (fp16's range can overflow a sum of "
+          "gradients)");
+  c.Check(t.grad_bucket_mb > 0 && t.grad_bucket_mb <= 4096, "grad_bucket_mb",
+          "must be in (0, 4096]" + Got(t.grad_bucket_mb));
+  c.Check(
+      t.first_grad_bucket_mb > 0 && t.first_grad_bucket_mb <= t.grad_bucket_mb,
+      "first_grad_bucket_mb",
+      "must be in (0, grad_bucket_mb]" + Got(t.first_grad_bucket_mb));
   c.Check(t.ranks_per_device >= 1 && t.ranks_per_device <= 64,
           "ranks_per_device", "must be in [1, 64]" + Got(t.ranks_per_device));
   c.Check(t.ranks_per_device == 1 || (cuda && device->index < 0),

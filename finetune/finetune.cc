@@ -112,6 +112,11 @@ ConfigScope FinetuneConfigScope() {
                                "fine-tuning keeps every layer's activations"});
   scope.unread_keys.push_back({"train.fused_elementwise",
                                "fine-tuning runs LibTorch's element-wise ops"});
+  scope.unread_keys.push_back(
+      {"train.objective", "it picks the pretraining objective"});
+  scope.unread_keys.push_back(
+      {"train.save_memory",
+       "fine-tuning carries no memory from one batch to the next"});
   return scope;
 }
 

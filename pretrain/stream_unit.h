@@ -40,7 +40,7 @@ class StreamUnit : public TrainUnit {
     TORCH_CHECK(micro_ == 0,
                 "checkpoint in the middle of an accumulation step");
     SaveStreamState(state_prefix_, rank, train_->State(), train_->local_rows(),
-                    accum_, mems_, files);
+                    accum_, mems_, config_.train.save_memory, files);
     return absl::OkStatus();
   }
   absl::Status LoadUnitState(const std::string& dir, int rank) override {

@@ -162,15 +162,18 @@ torch::Tensor ContiguousRows(int64_t local_batch, int64_t accum,
 void SaveStreamState(const std::string& file_prefix, int rank,
                      const data::SamplerState& position,
                      const std::vector<int64_t>& rows, int64_t accum,
-                     const SliceMems& mems,
+                     const SliceMems& mems, SaveMemory save_memory,
                      std::map<std::string, NamedTensors>* files) {
   NamedTensors state;
   state.emplace_back("sampler_state", StringTensor(position.ToString()));
   state.emplace_back("rows", torch::tensor(rows, torch::kInt64));
   state.emplace_back("grad_accum_steps", torch::tensor(accum));
-  for (int64_t m = 0; m < accum; ++m) {
+  for (int64_t m = 0; m < accum && save_memory != SaveMemory::kNone; ++m) {
     for (size_t l = 0; l < mems[m].size(); ++l) {
-      state.emplace_back(absl::StrCat("mems.", m, ".", l), mems[m][l]);
+      state.emplace_back(absl::StrCat("mems.", m, ".", l),
+                         save_memory == SaveMemory::kBf16
+                             ? mems[m][l].to(torch::kBFloat16)
+                             : mems[m][l]);
     }
   }
   (*files)[StateFile(file_prefix, rank)] = std::move(state);
@@ -209,11 +212,19 @@ absl::Status LoadStreamState(const std::string& dir,
         << "checkpoint; the data continues exactly but memory starts empty";
     return absl::OkStatus();
   }
+  if (target.n_layer > 0 && target.mem_len > 0 && !file.Contains("mems.0.0")) {
+    XLOG(INFO) << path
+               << " holds no memory (saved with train.save_memory none): the "
+                  "data continues exactly, the memory starts empty";
+  }
   for (int64_t m = 0; m < target.accum; ++m) {
     for (int64_t l = 0; l < target.n_layer; ++l) {
       const std::string name = absl::StrCat("mems.", m, ".", l);
       if (!file.Contains(name)) break;
       XLNET_ASSIGN_OR_RETURN(torch::Tensor mem, file.Load(name));
+      // Memory is computed in fp32 (LayerNorm outputs, also under
+      // autocast); train.save_memory bf16 stored it rounded.
+      if (mem.scalar_type() == torch::kBFloat16) mem = mem.to(torch::kFloat32);
       (*mems)[m].push_back(mem.to(target.device));
     }
   }

@@ -85,11 +85,12 @@ using SliceMems = std::vector<std::vector<torch::Tensor>>;
 
 // A unit's per-rank state beside the weights: `position` (the batch
 // source's), this rank's rows and accumulation layout, and the memory of
-// every slice, as `file_prefix`.rankR.safetensors.
+// every slice as `save_memory` says (train.save_memory: as computed, in
+// bf16, or not at all), as `file_prefix`.rankR.safetensors.
 void SaveStreamState(const std::string& file_prefix, int rank,
                      const data::SamplerState& position,
                      const std::vector<int64_t>& rows, int64_t accum,
-                     const SliceMems& mems,
+                     const SliceMems& mems, SaveMemory save_memory,
                      std::map<std::string, NamedTensors>* files);
 
 // What LoadStreamState restores into.
@@ -102,6 +103,8 @@ struct StreamStateTarget {
       restore;
   int64_t accum = 1;
   int64_t n_layer = 0;
+  // model.mem_len: 0 when the model keeps no memory.
+  int64_t mem_len = 0;
   torch::Device device = torch::kCPU;
   // PretrainUnitOptions::allow_changed_settings.
   bool allow_changed_settings = false;
@@ -122,6 +125,7 @@ StreamStateTarget StreamStateTargetOf(Source& source, const Config& config,
   };
   target.accum = accum;
   target.n_layer = config.model.n_layer;
+  target.mem_len = config.model.mem_len.value_or(0);
   target.device = device;
   target.allow_changed_settings = allow_changed_settings;
   return target;
@@ -129,8 +133,10 @@ StreamStateTarget StreamStateTargetOf(Source& source, const Config& config,
 
 // Reads `file_prefix`.rankR.safetensors of checkpoint `dir` (rank 0's when
 // this rank has none, e.g. more ranks than at save time), restores the data
-// position and fills `mems` (cleared first). The memory stays empty, with a
-// warning, when the data settings or the rank/accumulation layout changed.
+// position and fills `mems` (cleared first; memory saved in bf16 comes
+// back as fp32). The memory stays empty, with a warning, when the data
+// settings or the rank/accumulation layout changed, and with an INFO line
+// when the checkpoint holds none (train.save_memory none).
 absl::Status LoadStreamState(const std::string& dir,
                              const std::string& file_prefix, int rank,
                              const StreamStateTarget& target, SliceMems* mems);

@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "model/precision.h"
 
 namespace xlnet {
 
@@ -228,6 +230,23 @@ absl::Status ProcessGroup::CheckSameOnAllRanks(const std::string& what,
   });
 }
 
+absl::Status ProcessGroup::CheckAllReduceDtype(torch::ScalarType dtype,
+                                               const std::string& setting) {
+  try {
+    std::vector<torch::Tensor> one = {
+        torch::ones({1}, torch::TensorOptions(dtype).device(device_))};
+    Wait(*pg_->allreduce(one));
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what.resize(std::min(what.find('\n'), what.size()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        setting, ": the ", backend_, " backend of this LibTorch cannot ",
+        "all-reduce ", c10::toString(dtype), " tensors (", what,
+        "); set it to fp32"));
+  }
+}
+
 void ProcessGroup::BroadcastText(std::string* text, int root) {
   if (text->size() > kMaxAgreedBytes) text->resize(kMaxAgreedBytes);
   std::vector<torch::Tensor> size = {
@@ -287,9 +306,22 @@ absl::Status ProcessGroup::AgreeWithRank0(const std::string& what,
   });
 }
 
+GradReduceOptions GradReduceOptionsOf(const TrainConfig& train) {
+  GradReduceOptions options;
+  options.bucket_bytes =
+      std::max<int64_t>(1, std::llround(train.grad_bucket_mb * (1 << 20)));
+  options.first_bucket_bytes = std::max<int64_t>(
+      1, std::llround(train.first_grad_bucket_mb * (1 << 20)));
+  options.reduce_dtype = ScalarTypeOf(train.grad_reduce_dtype);
+  return options;
+}
+
 GradientReducer::GradientReducer(ProcessGroup* group, NamedTensors params,
-                                 int64_t bucket_bytes)
+                                 GradReduceOptions options)
     : group_(group), params_(std::move(params)) {
+  TORCH_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0,
+              "bucket sizes must be positive, got ", options.bucket_bytes,
+              " and ", options.first_bucket_bytes);
   bucket_of_.resize(params_.size());
   // Gradients arrive roughly in reverse registration order: bucket from the
   // end so early buckets fill first.
@@ -297,20 +329,33 @@ GradientReducer::GradientReducer(ProcessGroup* group, NamedTensors params,
     const torch::Tensor& p = params_[k].second;
     if (!p.requires_grad()) continue;
     const int64_t bytes = p.numel() * p.element_size();
+    // The first bucket, filled first, is small so that its all-reduce
+    // starts early in backward.
+    const int64_t cap = buckets_.size() == 1 ? options.first_bucket_bytes
+                                             : options.bucket_bytes;
     if (buckets_.empty() ||
         (!buckets_.back().params.empty() &&
-         buckets_.back().numel * p.element_size() + bytes > bucket_bytes) ||
-        buckets_.back().flat.scalar_type() != p.scalar_type()) {
+         buckets_.back().numel * p.element_size() + bytes > cap) ||
+        buckets_.back().flat.scalar_type() != p.scalar_type() ||
+        buckets_.back().flat.device() != p.device()) {
       buckets_.push_back(Bucket{});
       // A placeholder carrying dtype and device; sized below.
       buckets_.back().flat = torch::empty({0}, p.options());
     }
     Bucket& b = buckets_.back();
     b.params.push_back(k);
+    b.offsets.push_back(b.numel);
     b.numel += p.numel();
     bucket_of_[k] = buckets_.size() - 1;
   }
-  for (Bucket& b : buckets_) b.flat = torch::empty({b.numel}, b.flat.options());
+  for (Bucket& b : buckets_) {
+    b.flat = torch::zeros({b.numel}, b.flat.options());
+    if (options.reduce_dtype && *options.reduce_dtype != b.flat.scalar_type()) {
+      b.wire = torch::empty({b.numel},
+                            b.flat.options().dtype(*options.reduce_dtype));
+    }
+  }
+  BindGrads();
   for (size_t k = 0; k < params_.size(); ++k) {
     const torch::Tensor& p = params_[k].second;
     if (!p.requires_grad()) continue;
@@ -326,6 +371,40 @@ GradientReducer::GradientReducer(ProcessGroup* group, NamedTensors params,
   }
 }
 
+bool GradientReducer::GradIsBucketView(size_t k) const {
+  const torch::Tensor& p = params_[k].second;
+  if (!p.requires_grad() || !p.grad().defined()) return false;
+  const Bucket& b = buckets_[bucket_of_[k]];
+  const size_t i = static_cast<size_t>(
+      std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+  const torch::Tensor& g = p.grad();
+  return g.data_ptr() == static_cast<char*>(b.flat.data_ptr()) +
+                             b.offsets[i] * b.flat.element_size() &&
+         g.is_contiguous() && g.sizes() == p.sizes();
+}
+
+void GradientReducer::BindGrads() {
+  torch::NoGradGuard no_grad;
+  for (Bucket& b : buckets_) {
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      const size_t k = b.params[i];
+      if (GradIsBucketView(k)) continue;
+      torch::Tensor& p = params_[k].second;
+      // [numel] slice of the bucket -> p's shape, sharing the storage (set_
+      // rather than view(): a view's .grad could not be detached in place).
+      torch::Tensor slice = torch::empty({0}, b.flat.options());
+      slice.set_(b.flat.storage(), b.flat.storage_offset() + b.offsets[i],
+                 p.sizes());
+      if (p.grad().defined()) {
+        slice.copy_(p.grad());
+      } else {
+        slice.zero_();
+      }
+      p.mutable_grad() = slice;
+    }
+  }
+}
+
 GradientReducer::~GradientReducer() {
   for (size_t i = 0; i < accumulators_.size(); ++i) {
     accumulators_[i]->del_post_hook(hook_keys_[i]);
@@ -333,6 +412,7 @@ GradientReducer::~GradientReducer() {
 }
 
 void GradientReducer::Prepare(bool sync) {
+  BindGrads();
   std::lock_guard<std::mutex> lock(mu_);
   sync_ = sync;
   next_launch_ = 0;
@@ -361,18 +441,10 @@ void GradientReducer::LaunchReadyInOrder() {
 void GradientReducer::Launch(size_t index) {
   Bucket& b = buckets_[index];
   torch::NoGradGuard no_grad;
-  int64_t offset = 0;
-  for (size_t k : b.params) {
-    const torch::Tensor& p = params_[k].second;
-    torch::Tensor view = b.flat.narrow(0, offset, p.numel());
-    if (p.grad().defined()) {
-      view.copy_(p.grad().reshape({-1}));
-    } else {
-      view.zero_();
-    }
-    offset += p.numel();
-  }
-  std::vector<torch::Tensor> tensors = {b.flat};
+  // The .grads are slices of b.flat: backward has already written them.
+  torch::Tensor& sent = b.wire.defined() ? b.wire : b.flat;
+  if (b.wire.defined()) b.wire.copy_(b.flat);
+  std::vector<torch::Tensor> tensors = {sent};
   b.work = group_->AllReduceSumAsync(tensors);
   b.launched = true;
 }
@@ -389,19 +461,8 @@ void GradientReducer::Finish() {
   const double scale = 1.0 / group_->world_size();
   for (Bucket& b : buckets_) {
     Wait(*b.work);
+    if (b.wire.defined()) b.flat.copy_(b.wire);
     b.flat.mul_(scale);
-    int64_t offset = 0;
-    for (size_t k : b.params) {
-      torch::Tensor& p = params_[k].second;
-      torch::Tensor averaged =
-          b.flat.narrow(0, offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) {
-        p.mutable_grad().copy_(averaged);
-      } else {
-        p.mutable_grad() = averaged.clone();
-      }
-      offset += p.numel();
-    }
   }
   sync_ = false;
 }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -68,6 +69,12 @@ class ProcessGroup {
   // config), naming `what` and the first rank that differs.
   absl::Status CheckSameOnAllRanks(const std::string& what,
                                    const std::string& value);
+  // Whether this backend all-reduces `dtype` (Gloo in LibTorch 1.13 has no
+  // bf16; NCCL has): one all-reduce of one element, a collective. An
+  // unsupported dtype is FailedPrecondition naming `setting` and the
+  // backend.
+  absl::Status CheckAllReduceDtype(torch::ScalarType dtype,
+                                   const std::string& setting);
   // Rank `root`'s `text` (at most kMaxAgreedBytes) into `text` on every
   // rank. Throws as the collectives do.
   void BroadcastText(std::string* text, int root);
@@ -94,10 +101,32 @@ class ProcessGroup {
   int world_size_ = 1;
 };
 
+// How GradientReducer buckets and sends gradients (train.grad_bucket_mb,
+// train.first_grad_bucket_mb, train.grad_reduce_dtype).
+struct GradReduceOptions {
+  // Gradient bytes per bucket.
+  int64_t bucket_bytes = 25 << 20;
+  // Bytes of the first bucket, the gradients backward produces first.
+  int64_t first_bucket_bytes = 1 << 20;
+  // The all-reduce's dtype; nullopt or the parameters' own: in place.
+  std::optional<torch::ScalarType> reduce_dtype;
+};
+
+// The options train.grad_bucket_mb, train.first_grad_bucket_mb and
+// train.grad_reduce_dtype set.
+GradReduceOptions GradReduceOptionsOf(const TrainConfig& train);
+
 // Averages gradients over ranks in buckets, launched from autograd hooks as
 // backward produces them (overlapping communication with the rest of
 // backward), in the same bucket order on every rank. On accumulation
 // micro-steps call Prepare(false): no communication at all.
+//
+// Each parameter's .grad shares storage with its bucket (like DDP's
+// gradient_as_bucket_view): backward accumulates straight into the bucket,
+// which is all-reduced and scaled in place, so no gradient is copied. A
+// .grad that something replaced is copied back into its bucket at the next
+// Prepare. With a reduce dtype other than the parameters' the bucket is
+// cast into a buffer of that dtype for the all-reduce and back.
 //
 //   reducer.Prepare(/*sync=*/last_micro_step);
 //   loss.backward();
@@ -105,7 +134,7 @@ class ProcessGroup {
 class GradientReducer {
  public:
   GradientReducer(ProcessGroup* group, NamedTensors params,
-                  int64_t bucket_bytes = 25 << 20);
+                  GradReduceOptions options = {});
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -115,16 +144,27 @@ class GradientReducer {
   // waits for every bucket and writes the averaged gradients back.
   void Finish();
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // Elements of bucket `i` (buckets in the order backward fills them).
+  int64_t bucket_numel(int i) const { return buckets_[i].numel; }
+  // Whether parameter `k`'s .grad is (still) its slice of its bucket.
+  bool GradIsBucketView(size_t k) const;
 
  private:
   struct Bucket {
     std::vector<size_t> params;
+    // Element offset of each of `params` in `flat`.
+    std::vector<int64_t> offsets;
     int64_t numel = 0;
     int pending = 0;
     bool launched = false;
+    // [numel] in the parameters' dtype; the .grads share its storage.
     torch::Tensor flat;
+    // [numel] in the reduce dtype when it differs from flat's; else empty.
+    torch::Tensor wire;
     c10::intrusive_ptr<c10d::Work> work;
   };
+  // Points every .grad at its bucket slice (copying a replaced one in).
+  void BindGrads();
   void OnGradReady(size_t param_index);
   void Launch(size_t bucket_index);
   void LaunchReadyInOrder();

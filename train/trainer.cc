@@ -206,7 +206,8 @@ Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
     scaler_.emplace(options_.loss_scaling.value_or(LossScalerOptions()));
   }
   if (group_ != nullptr && group_->world_size() > 1) {
-    reducer_ = std::make_unique<GradientReducer>(group_, params_);
+    reducer_ = std::make_unique<GradientReducer>(
+        group_, params_, GradReduceOptionsOf(options_.train));
   }
 }
 
@@ -491,6 +492,11 @@ absl::Status Trainer::Prepare() {
         "train.patience: early stopping watches the metric that picks "
         "RUN/best (finetune.metric: fine-tuning with a dev set); this run has "
         "none");
+  }
+  if (reducer_ && options_.train.grad_reduce_dtype != Dtype::kFp32) {
+    XLNET_RETURN_IF_ERROR(group_->CheckAllReduceDtype(
+        *GradReduceOptionsOf(options_.train).reduce_dtype,
+        "train.grad_reduce_dtype"));
   }
   XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
   // The checkpoint resumed from ("" when none), its step, and whether this

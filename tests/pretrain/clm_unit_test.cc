@@ -162,6 +162,57 @@ TEST_F(ClmUnitTest, FirstStepLossIsTheHandComputedNextTokenLoss) {
   EXPECT_EQ(mems, config->model.n_layer);
 }
 
+// train.save_memory: the memory in a rank's state file as computed (fp32),
+// rounded to bf16 (half the bytes) or left out; a unit restored from each
+// continues with the same next loss (fp32), a loss within bf16's rounding
+// (bf16), or the loss of empty memory (none: the data still continues).
+TEST_F(ClmUnitTest, SaveMemoryFp32Bf16OrNone) {
+  auto make = [&](SaveMemory save_memory) {
+    auto config =
+        LoadConfig(SourcePath("configs/tiny-clm.yaml"), {"model.dropout=0"});
+    EXPECT_TRUE(config.ok()) << config.status();
+    config->train.save_memory = save_memory;
+    PretrainUnitOptions options;
+    options.config = *config;
+    options.data_dir = tmp_->Join("data");
+    auto unit = ClmUnit::Create(options);
+    EXPECT_TRUE(unit.ok()) << unit.status();
+    return std::move(*unit);
+  };
+  std::map<SaveMemory, double> next_loss;
+  std::map<SaveMemory, int64_t> mem_bytes;
+  double continued = 0;
+  for (SaveMemory mode :
+       {SaveMemory::kFp32, SaveMemory::kBf16, SaveMemory::kNone}) {
+    auto saved = make(mode);
+    saved->TrainStep();
+    std::map<std::string, NamedTensors> files;
+    ASSERT_TRUE(saved->SaveUnitState(0, &files).ok());
+    const NamedTensors& state = files["clm_state.rank0.safetensors"];
+    for (const auto& [name, t] : state) {
+      if (name.rfind("mems.", 0) != 0) continue;
+      EXPECT_EQ(t.scalar_type(),
+                mode == SaveMemory::kBf16 ? torch::kBFloat16 : torch::kFloat32);
+      mem_bytes[mode] += t.numel() * t.element_size();
+    }
+    testing::TempDir dir;
+    ASSERT_TRUE(
+        WriteSafetensors(dir.Join("clm_state.rank0.safetensors"), state).ok());
+    auto restored = make(mode);
+    ASSERT_TRUE(restored->LoadUnitState(dir.path(), 0).ok());
+    next_loss[mode] = restored->TrainStep().loss.item<double>();
+    continued = saved->TrainStep().loss.item<double>();
+  }
+  EXPECT_GT(mem_bytes[SaveMemory::kFp32], 0);
+  EXPECT_EQ(mem_bytes[SaveMemory::kBf16] * 2, mem_bytes[SaveMemory::kFp32]);
+  EXPECT_EQ(mem_bytes[SaveMemory::kNone], 0);
+  EXPECT_EQ(next_loss[SaveMemory::kFp32], continued);
+  EXPECT_NEAR(next_loss[SaveMemory::kBf16], continued, 1e-3 * continued);
+  // Without memory the next segment is predicted from itself alone.
+  EXPECT_NE(next_loss[SaveMemory::kNone], continued);
+  EXPECT_NEAR(next_loss[SaveMemory::kNone], continued, 0.1 * continued);
+}
+
 TEST_F(ClmUnitTest, SigkillThenResumeReproducesLossesExactly) {
   testing::ExpectSigkillThenResumeIsExact(Command,
                                           testing::kKillAndResumeSettings, 30);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -114,6 +115,20 @@ torch::Tensor Batch() {
   return torch::randn({8, 5});
 }
 
+// Runs fn(rank, group, net, reference, batch) on 2 Gloo ranks, each with its
+// own Net; `reference` holds the gradients of the full `batch` on one rank.
+void RunTwoRanksWithReference(
+    const std::function<void(int, ProcessGroup&, Net&, const Net&,
+                             const torch::Tensor&)>& fn) {
+  Net reference;
+  const torch::Tensor batch = Batch();
+  reference.Loss(batch).backward();
+  std::vector<Net> nets(2);
+  RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
+    fn(rank, group, nets[rank], reference, batch);
+  });
+}
+
 TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
   XLNET_SKIP_WITHOUT_GLOO();
   Net reference;
@@ -123,7 +138,9 @@ TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
     std::vector<Net> nets(2);
     RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
       Net& net = nets[rank];
-      GradientReducer reducer(&group, net.params, bucket_bytes);
+      GradReduceOptions options;
+      options.bucket_bytes = options.first_bucket_bytes = bucket_bytes;
+      GradientReducer reducer(&group, net.params, options);
       if (bucket_bytes == 64) {
         EXPECT_GT(reducer.num_buckets(), 1);
       }
@@ -138,6 +155,101 @@ TEST(GradientReducerTest, TwoRanksEqualFullBatch) {
       }
     });
   }
+}
+
+// The .grads are slices of the buckets (reduced in place, never copied),
+// and stay so through the optimizer's ZeroGrad (detach_ + zero_); a .grad
+// something replaced is copied back into its bucket at the next Prepare.
+// Two steps, the second after a replaced .grad, both equal the full batch.
+TEST(GradientReducerTest, GradsAreBucketSlicesThroughZeroGrad) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RunTwoRanksWithReference([&](int rank, ProcessGroup& group, Net& net,
+                               const Net& reference,
+                               const torch::Tensor& batch) {
+    GradientReducer reducer(&group, net.params);
+    for (size_t k = 0; k < net.params.size(); ++k) {
+      EXPECT_TRUE(reducer.GradIsBucketView(k)) << net.params[k].first;
+    }
+    for (int step = 0; step < 2; ++step) {
+      for (auto& [name, p] : net.params) {
+        p.mutable_grad().detach_();
+        p.mutable_grad().zero_();
+      }
+      // A replaced .grad (zero, as ZeroGrad leaves them) before step 2.
+      if (step == 1) net.params[0].second.mutable_grad() = torch::zeros({7, 5});
+      EXPECT_EQ(reducer.GradIsBucketView(0), step == 0);
+      reducer.Prepare(true);
+      net.Loss(batch.narrow(0, 4 * rank, 4)).backward();
+      reducer.Finish();
+      for (size_t k = 0; k < net.params.size(); ++k) {
+        EXPECT_TRUE(reducer.GradIsBucketView(k)) << net.params[k].first;
+        EXPECT_TRUE(torch::allclose(net.params[k].second.grad(),
+                                    reference.params[k].second.grad(), 1e-6,
+                                    1e-7))
+            << "step " << step << " " << net.params[k].first;
+      }
+    }
+  });
+}
+
+// train.first_grad_bucket_mb: the first bucket (the gradients backward makes
+// first: l2's, registered last) is cut at its own size, the others at
+// grad_bucket_mb.
+TEST(GradientReducerTest, FirstBucketIsSmall) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  std::vector<Net> nets(2);
+  RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
+    GradReduceOptions options;
+    options.first_bucket_bytes = 16 * 4;  // 16 floats: l2.bias (3) only
+    options.bucket_bytes = 1 << 20;
+    GradientReducer reducer(&group, nets[rank].params, options);
+    ASSERT_EQ(reducer.num_buckets(), 2);
+    EXPECT_EQ(reducer.bucket_numel(0), 3);
+    EXPECT_EQ(reducer.bucket_numel(1), 21 + 7 + 35);
+  });
+}
+
+// A reduce dtype other than the parameters' (train.grad_reduce_dtype bf16,
+// which NCCL reduces): each bucket travels cast and comes back as the
+// parameters' dtype, so the mean is within the narrow type's rounding of
+// the fp32 one and the .grads stay fp32 slices of the buckets. Run here in
+// fp16, which Gloo reduces; Gloo in LibTorch 1.13 has no bf16, which
+// CheckAllReduceDtype reports naming the setting.
+TEST(GradientReducerTest, NarrowReduceDtypeIsWithinItsRounding) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RunTwoRanksWithReference([&](int rank, ProcessGroup& group, Net& net,
+                               const Net& reference,
+                               const torch::Tensor& batch) {
+    const absl::Status bf16 =
+        group.CheckAllReduceDtype(torch::kBFloat16, "train.grad_reduce_dtype");
+    if (!bf16.ok()) {
+      EXPECT_NE(bf16.message().find("train.grad_reduce_dtype: the gloo "
+                                    "backend of this LibTorch cannot "
+                                    "all-reduce BFloat16"),
+                std::string::npos)
+          << bf16;
+    }
+    ASSERT_TRUE(group.CheckAllReduceDtype(torch::kHalf, "x").ok());
+    GradReduceOptions options;
+    options.reduce_dtype = torch::kHalf;
+    GradientReducer reducer(&group, net.params, options);
+    reducer.Prepare(true);
+    net.Loss(batch.narrow(0, 4 * rank, 4)).backward();
+    reducer.Finish();
+    for (size_t k = 0; k < net.params.size(); ++k) {
+      const torch::Tensor& got = net.params[k].second.grad();
+      const torch::Tensor& want = reference.params[k].second.grad();
+      EXPECT_EQ(got.scalar_type(), torch::kFloat32);
+      EXPECT_TRUE(reducer.GradIsBucketView(k));
+      // Each rank's summand and the sum rounded to fp16 (11 significant
+      // bits): 3 roundings of at most 2^-11 relative each.
+      const double tolerance =
+          4 * std::pow(2.0, -11) * (want.abs().max().item<double>() + 1e-12);
+      EXPECT_LE((got - want).abs().max().item<double>(), tolerance)
+          << net.params[k].first;
+      EXPECT_FALSE(torch::equal(got, want)) << net.params[k].first;
+    }
+  });
 }
 
 // Several ranks sharing one GPU (train.ranks_per_device above 1): Gloo reduces
@@ -184,12 +296,9 @@ TEST(GradientReducerTest, TwoGlooRanksShareOneGpu) {
 
 TEST(GradientReducerTest, AccumulationSyncsOnlyOnLastMicroStep) {
   XLNET_SKIP_WITHOUT_GLOO();
-  Net reference;
-  const torch::Tensor batch = Batch();
-  reference.Loss(batch).backward();
-  std::vector<Net> nets(2);
-  RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
-    Net& net = nets[rank];
+  RunTwoRanksWithReference([&](int rank, ProcessGroup& group, Net& net,
+                               const Net& reference,
+                               const torch::Tensor& batch) {
     GradientReducer reducer(&group, net.params);
     const torch::Tensor mine = batch.narrow(0, 4 * rank, 4);
     for (int micro = 0; micro < 2; ++micro) {
