@@ -21,6 +21,7 @@ PACKAGES=(
   python3-torch              # torchrun (PyTorch 1.13) for the launch tests (tests/train/launch_e2e_test.cc); the torch of scripts/setup_python.sh's venv
   python3-venv               # scripts/setup_python.sh: the venv of the transformers/TensorBoard checks
   python3-protobuf           # tests/train/read_tfevents.py: the independent reader of TensorBoard event files
+  iproute2                   # ip netns: the two hosts of tests/train/two_host_test.sh
 )
 
 missing=()

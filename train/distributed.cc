@@ -54,13 +54,15 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Init(
                << env.master_port << " under "
                << AgentStorePrefix(env.restart_count);
   }
-  return FromStore(store, env.rank, env.world_size, device, backend, timeout);
+  return FromStore(store, env.rank, env.world_size, device, backend, timeout,
+                   env.gloo_interfaces);
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
     c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
     const torch::Device& device, const std::string& backend,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout,
+    const std::vector<std::string>& gloo_interfaces) {
   if (backend != "gloo" && backend != "nccl") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown c10d backend '", backend, "' (gloo, nccl)"));
@@ -102,8 +104,27 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
         }
 #if defined(XLNET_WITH_GLOO)
         auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-        options->devices.push_back(
-            c10d::ProcessGroupGloo::createDefaultDevice());
+        // As torch.distributed's ProcessGroupGloo does (c10d/init.cpp).
+        for (const std::string& name : gloo_interfaces) {
+          XLNET_RETURN_IF_ERROR(CatchExceptions(
+              absl::StrCat("GLOO_SOCKET_IFNAME: interface '", name,
+                           "' (name one that `ip -br addr` lists with an "
+                           "address the other hosts reach)"),
+              [&]() -> absl::Status {
+                options->devices.push_back(
+                    c10d::ProcessGroupGloo::createDeviceForInterface(name));
+                return absl::OkStatus();
+              }));
+        }
+        if (gloo_interfaces.empty()) {
+          options->devices.push_back(
+              c10d::ProcessGroupGloo::createDefaultDevice());
+        }
+        // "tcp, pci=..., iface=..., speed=..., addr=[ADDRESS]": where the
+        // other ranks connect to this one.
+        for (const auto& gloo_device : options->devices) {
+          XLOG(INFO) << "gloo device: " << gloo_device->str();
+        }
         group->pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
             store, rank, world_size, options);
         group->backend_ = "gloo";

@@ -42,11 +42,14 @@ class ProcessGroup {
       const std::string& backend, std::chrono::milliseconds timeout);
   // Over an existing store (tests run ranks as threads over a HashStore).
   // Gloo takes cpu or cuda devices (CUDA tensors are staged through the
-  // host by c10d); NCCL takes cuda only.
+  // host by c10d); NCCL takes cuda only. Gloo binds to and advertises the
+  // addresses of `gloo_interfaces` (env.gloo_interfaces, GLOO_SOCKET_IFNAME),
+  // else c10d's default address; each rank logs its Gloo devices.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> FromStore(
       c10::intrusive_ptr<c10d::Store> store, int rank, int world_size,
       const torch::Device& device, const std::string& backend,
-      std::chrono::milliseconds timeout);
+      std::chrono::milliseconds timeout,
+      const std::vector<std::string>& gloo_interfaces = {});
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }

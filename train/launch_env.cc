@@ -235,9 +235,8 @@ absl::StatusOr<DistEnv> FromSlurm(const EnvLookup& lookup, int64_t procid) {
   return env;
 }
 
-}  // namespace
-
-absl::StatusOr<DistEnv> DistEnvFromVariables(const EnvLookup& lookup) {
+// Rank, world and rendezvous from torchrun's variables, else srun's.
+absl::StatusOr<DistEnv> RankAndRendezvous(const EnvLookup& lookup) {
   XLNET_ASSIGN_OR_RETURN(auto world, IntVar(lookup, "WORLD_SIZE"));
   XLNET_ASSIGN_OR_RETURN(auto rank, IntVar(lookup, "RANK"));
   XLNET_ASSIGN_OR_RETURN(auto slurm_procid, IntVar(lookup, "SLURM_PROCID"));
@@ -297,6 +296,31 @@ absl::StatusOr<DistEnv> DistEnvFromVariables(const EnvLookup& lookup) {
     }
     env.restart_count = static_cast<int>(*restarts);
   }
+  return env;
+}
+
+// GLOO_SOCKET_IFNAME's interfaces; none when it is unset.
+absl::StatusOr<std::vector<std::string>> GlooInterfaces(
+    const EnvLookup& lookup) {
+  const std::optional<std::string> value = lookup("GLOO_SOCKET_IFNAME");
+  if (!value) return std::vector<std::string>();
+  std::vector<std::string> interfaces = absl::StrSplit(*value, ',');
+  for (const std::string& name : interfaces) {
+    if (name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GLOO_SOCKET_IFNAME='", *value,
+          "' has an empty interface name (give one interface, such as eth0, "
+          "or several separated by commas, as `ip -br link` names them)"));
+    }
+  }
+  return interfaces;
+}
+
+}  // namespace
+
+absl::StatusOr<DistEnv> DistEnvFromVariables(const EnvLookup& lookup) {
+  XLNET_ASSIGN_OR_RETURN(DistEnv env, RankAndRendezvous(lookup));
+  XLNET_ASSIGN_OR_RETURN(env.gloo_interfaces, GlooInterfaces(lookup));
   return env;
 }
 

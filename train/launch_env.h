@@ -17,6 +17,11 @@
 //   (the first host of the node list, where task 0 runs); MASTER_PORT, else
 //   a port derived from SLURM_JOB_ID. MASTER_ADDR, if set, wins over the node
 //   list.
+// - Either way, GLOO_SOCKET_IFNAME (torch.distributed's variable, a comma-
+//   separated list of interfaces) names the interfaces Gloo binds to and
+//   advertises to the other ranks: on hosts whose name resolves to a
+//   loopback address (Debian's 127.0.1.1 line), c10d's default advertises
+//   that address, which no other host reaches.
 //
 // Partial or conflicting settings are errors naming the variables.
 #pragma once
@@ -46,6 +51,10 @@ struct DistEnv {
   // Where the values came from: "single", "torchrun" (RANK/WORLD_SIZE) or
   // "slurm".
   std::string source = "single";
+  // GLOO_SOCKET_IFNAME split at its commas: the interfaces of Gloo's
+  // devices; empty = c10d's default (the address this host's name resolves
+  // to if it can bind there, else loopback).
+  std::vector<std::string> gloo_interfaces;
 };
 
 // Looks up an environment variable; nullopt when unset or empty.

@@ -58,6 +58,44 @@ TEST(ProcessGroupTest, CollectivesAndConfigCheck) {
   });
 }
 
+// GLOO_SOCKET_IFNAME's interfaces: two ranks whose Gloo devices are bound
+// to loopback by name reduce over it; an interface this host lacks is an
+// error naming the variable and the interface.
+TEST(ProcessGroupTest, GlooOnNamedInterfaces) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(2);
+  std::vector<float> sums(2, 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank]() {
+      auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
+                                           milliseconds(20000), {"lo"});
+      if (!group.ok()) {
+        errors[rank] = std::string(group.status().message());
+        return;
+      }
+      std::vector<torch::Tensor> t = {torch::full({2}, rank + 1.0f)};
+      (*group)->AllReduceSum(t);
+      sums[rank] = t[0][1].item<float>();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(errors[rank], "") << rank;
+    EXPECT_EQ(sums[rank], 3.0f) << rank;
+  }
+
+  auto missing = ProcessGroup::FromStore(c10::make_intrusive<c10d::HashStore>(),
+                                         0, 1, torch::kCPU, "gloo",
+                                         milliseconds(2000), {"xlnet-none0"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(
+                "GLOO_SOCKET_IFNAME: interface 'xlnet-none0'"),
+            std::string::npos)
+      << missing.status();
+}
+
 // Rank 0's value and description reach every rank (texts of any bytes,
 // cut to kMaxAgreedBytes); a rank that differs names both descriptions and
 // the fix, and the others name it.

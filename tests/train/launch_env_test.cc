@@ -129,6 +129,32 @@ TEST(DistEnvTest, TorchrunAgentStore) {
             std::string::npos);
 }
 
+// GLOO_SOCKET_IFNAME, under torchrun and srun alike: the interfaces Gloo
+// binds to, in order; an empty name is an error naming the variable.
+TEST(DistEnvTest, GlooSocketInterfaces) {
+  EXPECT_TRUE(FromVars(TorchrunStatic(0, 2, 0))->gloo_interfaces.empty());
+  Vars vars = TorchrunStatic(1, 2, 0);
+  vars["GLOO_SOCKET_IFNAME"] = "eth0";
+  auto env = FromVars(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->gloo_interfaces, std::vector<std::string>({"eth0"}));
+  Vars srun = Srun(3);
+  srun["GLOO_SOCKET_IFNAME"] = "ib0,eth1";
+  env = FromVars(srun);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->source, "slurm");
+  EXPECT_EQ(env->gloo_interfaces, std::vector<std::string>({"ib0", "eth1"}));
+  // One process reads it too (a world of one has no Gloo group).
+  env = FromVars({{"GLOO_SOCKET_IFNAME", "eth0"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->gloo_interfaces, std::vector<std::string>({"eth0"}));
+  vars["GLOO_SOCKET_IFNAME"] = "eth0,";
+  EXPECT_NE(Error(vars).find(
+                "GLOO_SOCKET_IFNAME='eth0,' has an empty interface name"),
+            std::string::npos)
+      << Error(vars);
+}
+
 TEST(DistEnvTest, SrunTask) {
   auto env = FromVars(Srun(6));
   ASSERT_TRUE(env.ok()) << env.status();
