@@ -126,6 +126,12 @@ TEST_F(StartupSliceTest, RankOfEightReadsAQuarterOfOneRankWithItsRows) {
     EXPECT_LE(bytes * 4, one) << "rank " << rank << " read " << bytes
                               << " bytes, one rank alone " << one;
     EXPECT_GT(bytes, 0);
+    // Without the record the same rank also reads the header and document
+    // table of every shard its rows do not reach.
+    PlmBatch old_local;
+    EXPECT_LT(bytes, StartupBytes(*old_dir_, rank, 8, &old_local))
+        << "rank " << rank;
+    ExpectBatchesEqual(local, old_local);
     const auto a = local.Named();
     const auto b = full.Named();
     for (size_t f = 0; f < a.size(); ++f) {
