@@ -46,21 +46,7 @@ note "build: $("$bin/xlnet-data" --version 2>&1 | head -1)"
 
 corpus="$out/corpus.txt"
 if [[ ! -s "$corpus" ]] || (( $(stat -c %s "$corpus") < size_mb * 1000000 )); then
-  python3 - "$corpus" "$size_mb" data/sample/brown_sample.txt <<'EOF'
-import random, sys
-path, size_mb, sample = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-docs = [d.strip("\n") for d in open(sample, encoding="utf-8").read().split("\n\n") if d.strip()]
-rng = random.Random(1234)
-target = size_mb * 1000000
-written = 0
-with open(path, "w", encoding="utf-8") as f:
-    while written < target:
-        order = list(range(len(docs)))
-        rng.shuffle(order)
-        block = "".join(docs[i] + "\n\n" for i in order)
-        f.write(block)
-        written += len(block.encode("utf-8"))
-EOF
+  python3 bench/make_corpus.py "$corpus" "$size_mb" data/sample/brown_sample.txt
 fi
 bytes=$(stat -c %s "$corpus")
 lines=$(grep -c . "$corpus" || true)

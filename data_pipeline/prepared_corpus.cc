@@ -1,7 +1,10 @@
 #include "data_pipeline/prepared_corpus.h"
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -10,12 +13,49 @@
 #include "data_pipeline/tokenizer_rules.h"
 
 namespace xlnet::data {
+namespace {
+
+// One INFO line per directory and process when opening its split read
+// every shard's document table: how to make start-up read only the shards
+// a rank's rows reach.
+void NoteReadsEveryShard(const ShardSet& shards, double eval_fraction) {
+  static std::mutex mu;
+  static std::set<std::string> noted;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!noted.insert(shards.dir()).second) return;
+  }
+  if (!shards.split()) {
+    XLOG(INFO) << shards.dir() << "/" << kManifestName
+               << " does not record the training/evaluation split, so every "
+                  "rank read every shard's document table to form it; "
+                  "re-running xlnet-data prepare (finished shards are kept) "
+                  "makes start-up read only the shards each rank's rows read";
+  } else {
+    XLOG(INFO) << shards.dir() << "/" << kManifestName
+               << " records the split for data.eval_fraction="
+               << shards.split()->eval_fraction << ", not " << eval_fraction
+               << ", so every rank read every shard's document table; "
+                  "re-running xlnet-data prepare with --set "
+                  "data.eval_fraction="
+               << eval_fraction
+               << " makes start-up read only the shards each rank's rows read";
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<PreparedCorpus> OpenPreparedCorpus(const std::string& data_dir,
                                                   const DataConfig& d,
                                                   Split split, bool verify) {
   PreparedCorpus p;
-  XLNET_ASSIGN_OR_RETURN(p.shards, ShardSet::Open(data_dir, verify));
+  // Verifying reads every shard anyway; otherwise a shard is read the
+  // first time a row reaches it (shard_reader.h).
+  if (verify) {
+    XLNET_ASSIGN_OR_RETURN(p.shards, ShardSet::Open(data_dir, verify));
+  } else {
+    XLNET_ASSIGN_OR_RETURN(p.shards, ShardSet::OpenLazy(data_dir));
+  }
   const std::string tokenizer_path =
       d.tokenizer.empty() ? p.shards->tokenizer_file() : d.tokenizer;
   XLNET_ASSIGN_OR_RETURN(p.tokenizer,
@@ -52,6 +92,7 @@ absl::StatusOr<PreparedCorpus> OpenPreparedCorpus(const std::string& data_dir,
   }
   XLNET_ASSIGN_OR_RETURN(p.corpus,
                          Corpus::Create(*p.shards, split, d.eval_fraction));
+  if (!p.corpus.per_slice()) NoteReadsEveryShard(*p.shards, d.eval_fraction);
   return p;
 }
 

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "data_pipeline/shard_format.h"
+#include "data_pipeline/shard_reader.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
@@ -291,6 +292,15 @@ absl::StatusOr<CombineReport> CombineParts(const std::string& out_dir) {
   }
   XLNET_RETURN_IF_ERROR(
       WriteFileAtomic(out_dir + "/" + kShardTokenizerName, tokenizer_bytes));
+  // The split over the combined shards (a part's covers its shards alone),
+  // for the eval_fraction the parts were prepared with.
+  if (parts[0].split) {
+    combined.split.reset();
+    XLNET_ASSIGN_OR_RETURN(const std::unique_ptr<ShardSet> linked,
+                           ShardSet::OpenWithManifest(out_dir, combined));
+    XLNET_ASSIGN_OR_RETURN(combined.split,
+                           RecordSplit(*linked, parts[0].split->eval_fraction));
+  }
   XLNET_RETURN_IF_ERROR(WriteManifest(out_dir, combined));
   for (const std::string& dir : dirs) XLNET_RETURN_IF_ERROR(RemoveAll(dir));
   return report;

@@ -306,6 +306,27 @@ absl::Status WriteManifest(const std::string& dir,
   if (manifest.num_tasks > 1) {
     json["part"] = {{"task", manifest.task}, {"num_tasks", manifest.num_tasks}};
   }
+  if (manifest.split) {
+    const ManifestSplit& sp = *manifest.split;
+    Json split = {{"eval_fraction", sp.eval_fraction},
+                  {"train_unigram", sp.train_unigram}};
+    const char* names[2] = {"train", "eval"};
+    for (int k = 0; k < 2; ++k) {
+      Json tokens = Json::array(), docs = Json::array(), flags = Json::array();
+      for (const auto& parts : sp.shards) {
+        tokens.push_back(parts[k].tokens);
+        docs.push_back(parts[k].docs);
+        flags.push_back(parts[k].last_flag);
+      }
+      split[absl::StrCat(names[k], "_tokens")] = tokens;
+      split[absl::StrCat(names[k], "_docs")] = docs;
+      split[absl::StrCat(names[k], "_last_flags")] = flags;
+    }
+    if (sp.forced_shard >= 0) {
+      split["forced_eval"] = {sp.forced_shard, sp.forced_doc};
+    }
+    json["split"] = split;
+  }
   return WriteFileAtomic(dir + "/" + kManifestName, json.dump(2) + "\n");
 }
 
@@ -321,14 +342,83 @@ int64_t JsonInt(const Json& obj, const char* key) {
   return *v;
 }
 
-// obj[key] as a non-negative integer.
-uint64_t JsonUnsigned(const Json& obj, const char* key) {
-  const Json& v = obj.at(key);
+// `v` as a non-negative integer; `key` names it in the error.
+uint64_t UnsignedOf(const Json& v, const char* key) {
   if (!v.is_number_unsigned()) {
     throw std::invalid_argument(absl::StrCat(
         key, ": ", v.dump(), " is not a non-negative 64-bit integer"));
   }
   return v.get<uint64_t>();
+}
+
+// obj[key] as a non-negative integer.
+uint64_t JsonUnsigned(const Json& obj, const char* key) {
+  return UnsignedOf(obj.at(key), key);
+}
+
+// The "split" object of a manifest with `m.shards` already read; throws
+// std::invalid_argument naming the field.
+ManifestSplit ReadSplit(const Json& j, const ShardManifest& m) {
+  ManifestSplit sp;
+  sp.eval_fraction = j.at("eval_fraction").get<double>();
+  if (!(sp.eval_fraction >= 0 && sp.eval_fraction <= 1)) {
+    throw std::invalid_argument("split.eval_fraction: not in [0, 1]");
+  }
+  const size_t n = m.shards.size();
+  sp.shards.resize(n);
+  const char* names[2] = {"train", "eval"};
+  for (int k = 0; k < 2; ++k) {
+    const Json& tokens = j.at(absl::StrCat(names[k], "_tokens"));
+    const Json& docs = j.at(absl::StrCat(names[k], "_docs"));
+    const Json& flags = j.at(absl::StrCat(names[k], "_last_flags"));
+    if (!tokens.is_array() || !docs.is_array() || !flags.is_array() ||
+        tokens.size() != n || docs.size() != n || flags.size() != n) {
+      throw std::invalid_argument(
+          absl::StrCat("split.", names[k],
+                       "_*: not arrays of one entry per shard (", n, ")"));
+    }
+    for (size_t s = 0; s < n; ++s) {
+      ManifestSplit::Part& part = sp.shards[s][k];
+      part.tokens = UnsignedOf(tokens[s], "tokens");
+      part.docs = UnsignedOf(docs[s], "docs");
+      const uint64_t flag = UnsignedOf(flags[s], "last_flags");
+      if (flag > 1) throw std::invalid_argument("split: a flag is not 0 or 1");
+      part.last_flag = static_cast<uint8_t>(flag);
+    }
+  }
+  for (size_t s = 0; s < n; ++s) {
+    if (sp.shards[s][0].tokens + sp.shards[s][1].tokens > m.shards[s].tokens ||
+        sp.shards[s][0].docs + sp.shards[s][1].docs > m.shards[s].docs) {
+      throw std::invalid_argument(
+          absl::StrCat("split: shard ", m.shards[s].file,
+                       " has more split tokens or documents than the shard"));
+    }
+  }
+  if (j.contains("forced_eval")) {
+    const Json& f = j.at("forced_eval");
+    if (!f.is_array() || f.size() != 2) {
+      throw std::invalid_argument("split.forced_eval: not [shard, document]");
+    }
+    sp.forced_shard = static_cast<int64_t>(UnsignedOf(f[0], "forced_eval"));
+    sp.forced_doc = static_cast<int64_t>(UnsignedOf(f[1], "forced_eval"));
+    if (static_cast<size_t>(sp.forced_shard) >= n ||
+        static_cast<uint64_t>(sp.forced_doc) >=
+            m.shards[sp.forced_shard].docs) {
+      throw std::invalid_argument("split.forced_eval: no such document");
+    }
+  }
+  const Json& unigram = j.at("train_unigram");
+  if (!unigram.is_array() ||
+      unigram.size() != static_cast<size_t>(m.vocab_size)) {
+    throw std::invalid_argument(
+        "split.train_unigram: not one count per vocabulary id");
+  }
+  sp.train_unigram.reserve(unigram.size());
+  for (const Json& c : unigram) {
+    sp.train_unigram.push_back(
+        static_cast<int64_t>(UnsignedOf(c, "train_unigram")));
+  }
+  return sp;
 }
 
 }  // namespace
@@ -404,6 +494,7 @@ absl::StatusOr<ShardManifest> ReadManifest(const std::string& dir) {
         throw std::invalid_argument("part: task not in [0, num_tasks)");
       }
     }
+    if (m.contains("split")) out.split = ReadSplit(m.at("split"), out);
   } catch (const std::exception& e) {
     return absl::DataLossError(
         absl::StrCat(path, ": unexpected content: ", e.what()));

@@ -33,11 +33,16 @@
 // shard (its input's byte range in the decompressed text, first line,
 // counts, key, checksum) and the totals. A part of a preparation split over
 // hosts (prepare --num_tasks) also names its task; readers refuse it until
-// the parts are combined (shard_combine.h).
+// the parts are combined (shard_combine.h). The optional "split" object
+// (ManifestSplit) records the training/evaluation split for one
+// eval_fraction: per shard each split's tokens, documents and last sentence
+// flag, and the training split's token counts.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,6 +170,34 @@ struct ManifestTotals {
   int64_t skipped_records = 0;
 };
 
+// The training/evaluation split of the documents for one eval_fraction,
+// recorded by prepare (and combine) so that a reader places its streams,
+// and forms the unigram baseline, without reading any shard
+// (shard_reader.h). Sizes follow the shards (one entry per shard).
+struct ManifestSplit {
+  // The data.eval_fraction the split was made with; a reader with another
+  // one reads every shard's document table instead.
+  double eval_fraction = 0.01;
+  // One split (index 0 training, 1 evaluation) in one shard.
+  struct Part {
+    // Tokens of the split in the shard, and its non-empty documents.
+    uint64_t tokens = 0;
+    uint64_t docs = 0;
+    // The sentence flag, after the alternation kept across runs of
+    // documents, of the split's last token in this shard or before it (0
+    // when there is none yet).
+    uint8_t last_flag = 0;
+  };
+  std::vector<std::array<Part, 2>> shards;
+  // The document held out although its hash is not below eval_fraction
+  // (the at-least-one-document rule), as shard and document index; -1
+  // when none.
+  int64_t forced_shard = -1;
+  int64_t forced_doc = -1;
+  // Occurrences of every id (vocab_size entries) in the training split.
+  std::vector<int64_t> train_unigram;
+};
+
 struct ShardManifest {
   std::string tokenizer_file = kShardTokenizerName;  // relative
   std::string tokenizer_hash;
@@ -182,6 +215,8 @@ struct ShardManifest {
   std::vector<ManifestInput> inputs;
   std::vector<ManifestShard> shards;
   ManifestTotals totals;
+  // Absent in manifests written before it was recorded.
+  std::optional<ManifestSplit> split;
 };
 
 // Checks the header of `dir`/`shard.file` against its manifest entry

@@ -25,6 +25,7 @@
 #include "data_pipeline/input_reader.h"
 #include "data_pipeline/sentence_splitter.h"
 #include "data_pipeline/shard_format.h"
+#include "data_pipeline/shard_reader.h"
 #include "data_pipeline/text.h"
 
 namespace xlnet::data {
@@ -560,7 +561,8 @@ absl::Status FinishOutput(const std::string& out_dir, const Tokenizer& tok,
                           const std::vector<size_t>& mine,
                           const std::vector<std::string>& paths,
                           const std::vector<FileStats>& stats,
-                          ShardManifest* manifest, PrepareReport* report) {
+                          double eval_fraction, ShardManifest* manifest,
+                          PrepareReport* report) {
   for (size_t i = manifest->shards.size();; ++i) {
     const std::string stale = out_dir + "/" + ShardFileName(i);
     if (!PathExists(stale)) break;
@@ -573,6 +575,10 @@ absl::Status FinishOutput(const std::string& out_dir, const Tokenizer& tok,
       report->lines,          report->tokens,
       report->docs,           report->invalid_utf8_lines,
       report->overlong_lines, report->skipped_records};
+  // The split, from the shards just written (in the page cache).
+  XLNET_ASSIGN_OR_RETURN(const std::unique_ptr<ShardSet> written,
+                         ShardSet::OpenWithManifest(out_dir, *manifest));
+  XLNET_ASSIGN_OR_RETURN(manifest->split, RecordSplit(*written, eval_fraction));
   XLNET_RETURN_IF_ERROR(WriteManifest(out_dir, *manifest));
   for (size_t f : mine) {
     const std::string warning = FormatWarning(paths[f], stats[f]);
@@ -798,7 +804,8 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   report.split_documents = split_documents;
   report.text_bytes = bytes_read;
   XLNET_RETURN_IF_ERROR(FinishOutput(out_dir, *tok, mine, paths, stats,
-                                     &manifest, &report));
+                                     options.eval_fraction, &manifest,
+                                     &report));
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/config.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace xlnet::data {
@@ -43,6 +44,10 @@ struct PrepareOptions {
   TextRules rules;
   // Append <eod> at every document end.
   bool use_eod = true;
+  // The data.eval_fraction whose training/evaluation split the manifest
+  // records (ManifestSplit), so that readers with it need not read the
+  // shards to form the split; from the config given to prepare.
+  double eval_fraction = DataConfig().eval_fraction;
   // Target text bytes per shard (a shard ends at the next blank line).
   int64_t shard_bytes = 16 << 20;
   // Lines longer than this are skipped (or fail with strict).

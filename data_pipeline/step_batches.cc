@@ -1,9 +1,11 @@
 #include "data_pipeline/step_batches.h"
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "data_pipeline/lm_batch.h"
 #include "data_pipeline/plm_batch.h"
@@ -11,6 +13,15 @@
 
 namespace xlnet::data {
 namespace {
+
+// Logs, once per process, the shard bytes read when the first batch is
+// handed out: what opening the data and building that batch read.
+void NoteStartupBytes(int rank) {
+  static std::atomic<bool> noted{false};
+  if (noted.exchange(true)) return;
+  XLOG(INFO) << "rank " << rank << " read " << ShardBytesRead()
+             << " bytes of shard data to start";
+}
 
 // The field list of each batch type.
 const auto& BatchFields(const PlmBatch*) { return kPlmBatchFields; }
@@ -60,6 +71,7 @@ void StepBatches<Batch>::Start(BuildFn build, const SamplerOptions& options,
   TORCH_CHECK(prefetcher_ == nullptr, "batches already started");
   fingerprint_ = std::move(fingerprint);
   what_ = std::move(what);
+  rank_ = options.rank;
   const bool pin = options.pin_memory;
   prefetcher_ = std::make_unique<Prefetcher<Batch>>(
       [build = std::move(build), pin](int64_t step) {
@@ -86,7 +98,9 @@ void StepBatches<Batch>::Stop() {
 template <typename Batch>
 Batch StepBatches<Batch>::Next() {
   TORCH_CHECK(prefetcher_ != nullptr, "batch source not started");
-  return prefetcher_->Next();
+  Batch batch = prefetcher_->Next();
+  NoteStartupBytes(rank_);
+  return batch;
 }
 
 template <typename Batch>

@@ -12,7 +12,10 @@
 // batches are built ahead on `data.loader_threads` threads up to
 // `data.prefetch_batches` ahead (prefetcher.h), in page-locked memory with
 // SamplerOptions::pin_memory. The state is the next step and a fingerprint
-// of what decides batch contents; Restore refuses another fingerprint.
+// of what decides batch contents; Restore refuses another fingerprint. The
+// first batch handed out in a process logs the shard bytes read so far
+// (ShardBytesRead, shard_reader.h): "rank R read N bytes of shard data to
+// start".
 #pragma once
 
 #include <cstdint>
@@ -94,6 +97,8 @@ class StepBatches {
  private:
   std::string fingerprint_;
   std::string what_;
+  // For the start-up line the first batch of the process logs.
+  int rank_ = 0;
   std::unique_ptr<Prefetcher<Batch>> prefetcher_;
 };
 

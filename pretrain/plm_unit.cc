@@ -10,14 +10,7 @@
 #include "model_io/model_dir.h"
 
 namespace xlnet {
-namespace {
 
-// The unigram baseline's log-probabilities: token frequencies of the
-// training split (add-one smoothed) over the vocabulary. A blend
-// counts every source's training split in proportion to its weight
-// (each source's frequencies normalised, then mixed by the normalised
-// weights), the mixture the batches are drawn from; with one source
-// this is exactly the single-directory baseline.
 torch::Tensor UnigramLogProbs(const std::vector<data::SourcePart>& parts,
                               int64_t vocab_size) {
   std::vector<double> counts(vocab_size, 1.0);
@@ -30,13 +23,21 @@ torch::Tensor UnigramLogProbs(const std::vector<data::SourcePart>& parts,
   for (const data::SourcePart& part : parts) {
     const data::Corpus& corpus = part.sampler->corpus();
     std::fill(part_counts.begin(), part_counts.end(), 0.0);
-    for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
-      const int64_t n =
-          std::min<int64_t>(chunk.size(), corpus.size() - begin);
-      corpus.CopyIds(begin, n, chunk.data());
-      for (int64_t i = 0; i < n; ++i) {
-        if (chunk[i] >= 0 && chunk[i] < vocab_size)
-          part_counts[chunk[i]] += 1;
+    if (const std::vector<int64_t>* recorded = corpus.recorded_unigram()) {
+      // Counted by xlnet-data prepare: no shard is read.
+      const size_t n = std::min(recorded->size(), part_counts.size());
+      for (size_t v = 0; v < n; ++v) {
+        part_counts[v] = static_cast<double>((*recorded)[v]);
+      }
+    } else {
+      for (int64_t begin = 0; begin < corpus.size(); begin += chunk.size()) {
+        const int64_t n =
+            std::min<int64_t>(chunk.size(), corpus.size() - begin);
+        corpus.CopyIds(begin, n, chunk.data());
+        for (int64_t i = 0; i < n; ++i) {
+          if (chunk[i] >= 0 && chunk[i] < vocab_size)
+            part_counts[chunk[i]] += 1;
+        }
       }
     }
     // Weighted share of all training tokens this source stands for.
@@ -50,8 +51,6 @@ torch::Tensor UnigramLogProbs(const std::vector<data::SourcePart>& parts,
   const torch::Tensor freq = torch::tensor(counts, torch::kFloat64);
   return (freq / freq.sum()).log().to(torch::kFloat);
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PlmUnit>> PlmUnit::Create(
     const PlmUnitOptions& options) {

@@ -30,6 +30,17 @@ namespace xlnet {
 // The options of a pretraining unit (unit_common.h).
 using PlmUnitOptions = PretrainUnitOptions;
 
+// The unigram baseline's log-probabilities [vocab_size]: token frequencies
+// of the training split (add-one smoothed) over the vocabulary. A blend
+// counts every source's training split in proportion to its weight (each
+// source's frequencies normalised, then mixed by the normalised weights),
+// the mixture the batches are drawn from; with one source this is exactly
+// the single-directory baseline. The counts are the manifest's when it
+// records them (Corpus::recorded_unigram, no shard read), else a scan of
+// the split; the two are equal.
+torch::Tensor UnigramLogProbs(const std::vector<data::SourcePart>& parts,
+                              int64_t vocab_size);
+
 class PlmUnit : public StreamUnit<data::BatchSource> {
  public:
   static absl::StatusOr<std::unique_ptr<PlmUnit>> Create(

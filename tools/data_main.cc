@@ -183,6 +183,7 @@ absl::Status RunPrepare(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(xlnet::Config config,
                          LoadConfigFlags(config_path, overrides));
   o.use_eod = config.data.use_eod;
+  o.eval_fraction = config.data.eval_fraction;
   if (o.tokenizer_path.empty()) o.tokenizer_path = config.data.tokenizer;
   if (o.tokenizer_path.empty()) {
     return absl::InvalidArgumentError("no --tokenizer given");
