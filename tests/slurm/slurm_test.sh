@@ -45,16 +45,9 @@ BIN="$BUILD_DIR/bin"
 SBATCH_SCRIPT="$SRC/scripts/slurm/pretrain.sbatch"
 PORT=${XLNET_SLURM_PORT:-46817}
 NAME=xlnet_slurm_test
+# cannot_run, fail, compare_weights.
+source "$SRC/tests/script_util.sh"
 
-cannot_run() {
-  echo "$NAME: $*" >&2
-  if [[ -n "${CI:-}" ]]; then
-    echo "$NAME: FAILED: CI is set, so this is an error, not a skip" >&2
-    exit 1
-  fi
-  echo "$NAME: SKIPPED" >&2
-  exit 77
-}
 
 PACKAGES=(slurmctld slurmd slurm-client munge)
 if [[ $(id -u) -ne 0 ]]; then
@@ -151,10 +144,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-fail() {
-  echo "$NAME: FAILED: $*" >&2
-  exit 1
-}
 
 # munge: its own key and socket; SLURM finds the socket through AuthInfo.
 mungekey -c -k "$TMP/munge.key"
@@ -354,31 +343,7 @@ grep -q "requeueing" "$TMP/jobs/c.out" && fail "(c) requeued itself after scance
 
 # The weights: every tensor of (b) equal to (a)'s, bit for bit (the
 # safetensors layout read with the standard library alone).
-python3 - "$TMP/a/checkpoints/step_$STEPS/model.safetensors" \
-  "$TMP/b/checkpoints/step_$STEPS/model.safetensors" <<'PYEOF' || fail "(b)'s weights differ from (a)'s"
-import array, json, struct, sys
-
-def tensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    body = data[8 + n:]
-    return {k: (v["dtype"], body[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in header.items()}
-
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-if a.keys() != b.keys():
-    sys.exit(f"tensor names differ: {sorted(a.keys() ^ b.keys())}")
-differ, max_diff = [], 0.0
-for name in sorted(a):
-    if a[name] != b[name]:
-        differ.append(name)
-        if a[name][0] == "F32":
-            x, y = array.array("f", a[name][1]), array.array("f", b[name][1])
-            max_diff = max(max_diff, max(abs(p - q) for p, q in zip(x, y)))
-print(f"{len(a)} tensors, {len(differ)} differ, max |a-b| {max_diff:g}")
-sys.exit(1 if differ else 0)
-PYEOF
+compare_weights 0 "$TMP/a/checkpoints/step_$STEPS/model.safetensors" \
+  "$TMP/b/checkpoints/step_$STEPS/model.safetensors" ||
+  fail "(b)'s weights differ from (a)'s"
 echo "$NAME: PASSED"

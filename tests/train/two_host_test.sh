@@ -49,19 +49,12 @@ BUILD_DIR=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 BIN="$BUILD_DIR/bin"
 NAME=xlnet_two_host_test
+# cannot_run, fail, compare_weights.
+source "$SRC/tests/script_util.sh"
 PORT=${XLNET_TWO_HOST_PORT:-46900}
 RUN_TIMEOUT=${XLNET_TWO_HOST_TIMEOUT:-90}
 STEPS=24
 
-cannot_run() {
-  echo "$NAME: $*" >&2
-  if [[ -n "${CI:-}" ]]; then
-    echo "$NAME: FAILED: CI is set, so this is an error, not a skip" >&2
-    exit 1
-  fi
-  echo "$NAME: SKIPPED" >&2
-  exit 77
-}
 
 if [[ $(id -u) -ne 0 ]]; then
   cannot_run "needs root (it creates network namespaces and a veth pair);" \
@@ -118,10 +111,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-fail() {
-  echo "$NAME: FAILED: $*" >&2
-  exit 1
-}
 
 # The two hosts. Where namespaces or veth pairs cannot be made (a container
 # without CAP_SYS_ADMIN, a kernel without veth), the test cannot run.
@@ -257,37 +246,7 @@ echo "$NAME: one rank: $((SECONDS - start))s"
 # the one-rank run's (the safetensors layout read with the standard library
 # alone).
 final="checkpoints/step_$STEPS/model.safetensors"
-python3 - "$TMP/one_rank/$final" "$TMP/dns/$final" "$TMP/debian/$final" <<'PYEOF' ||
-import array, json, struct, sys
-
-def tensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    body = data[8 + n:]
-    return {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in header.items()}
-
-one = tensors(sys.argv[1])
-ok = True
-for path in sys.argv[2:]:
-    two = tensors(path)
-    if one.keys() != two.keys():
-        sys.exit(f"{path}: tensor names differ: {sorted(one.keys() ^ two.keys())}")
-    worst = 0.0
-    for name in sorted(one):
-        (dtype, shape, a), (dtype2, shape2, b) = one[name], two[name]
-        if (dtype, shape) != (dtype2, shape2):
-            sys.exit(f"{path}: {name}: {dtype}{shape} vs {dtype2}{shape2}")
-        if dtype != "F32":
-            sys.exit(f"{path}: {name}: dtype {dtype}, expected F32")
-        x, y = array.array("f", a), array.array("f", b)
-        worst = max([worst] + [abs(p - q) for p, q in zip(x, y)])
-    print(f"{path}: {len(one)} tensors, max |parameter diff| vs one rank {worst:g}")
-    ok = ok and worst <= 1e-6
-sys.exit(0 if ok else 1)
-PYEOF
+compare_weights 1e-6 "$TMP/one_rank/$final" "$TMP/dns/$final" \
+  "$TMP/debian/$final" ||
   fail "two-host weights differ from the one-rank run's by more than 1e-6"
 echo "$NAME: PASSED"
