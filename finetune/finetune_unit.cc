@@ -16,14 +16,14 @@
 #include "finetune/squad_task.h"
 #include "model/precision.h"
 #include "model_io/model_dir.h"
+#include "model_io/rank_files.h"
 #include "model_io/run_layout.h"
 
 namespace xlnet::finetune {
 namespace {
 
-std::string StateFile(int rank) {
-  return absl::StrCat("finetune_state.rank", rank, ".safetensors");
-}
+// The per-rank naming a checkpoint's savers and verifiers share.
+std::string StateFile(int rank) { return RankFileName("finetune_state", rank); }
 
 }  // namespace
 

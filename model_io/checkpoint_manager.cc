@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "model_io/checksums.h"
+#include "model_io/rank_files.h"
 #include "model_io/run_layout.h"
 
 namespace xlnet {
@@ -61,7 +62,8 @@ absl::Status CheckpointManager::Save(int64_t step,
 
 absl::Status CheckpointManager::Save(int64_t step,
                                      const std::string& config_json,
-                                     const CheckpointContents& contents) {
+                                     const CheckpointContents& contents,
+                                     SaveReport* report) {
   XLNET_RETURN_IF_ERROR(MakeDirs(checkpoints_dir_));
   // A save killed mid-way (on a full disk, say) left its temporary behind,
   // and one killed after its commit left the checkpoints it would have
@@ -70,6 +72,15 @@ absl::Status CheckpointManager::Save(int64_t step,
   XLNET_RETURN_IF_ERROR(CleanStaleTemps(checkpoints_dir_).status());
   XLNET_RETURN_IF_ERROR(Prune(*this, keep_, keep_newest_before_));
   XLNET_RETURN_IF_ERROR(CheckFreeSpace(step));
+  // The ranks' files, from their manifests: every rank's complete, or
+  // nothing is written.
+  ChecksumEntries staged;
+  if (!contents.staging_dir.empty()) {
+    XLNET_ASSIGN_OR_RETURN(
+        staged,
+        MergeRankManifests(contents.staging_dir, step, contents.world_size));
+  }
+  int64_t checksummed = 0;
   XLNET_RETURN_IF_ERROR(WriteModelDir(
       StepDir(step), config_json, contents.model,
       [&](const AtomicDirWriter& writer) -> absl::Status {
@@ -79,21 +90,29 @@ absl::Status CheckpointManager::Save(int64_t step,
         for (const auto& [name, text] : contents.text_files) {
           XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(name), text));
         }
-        if (!contents.moved_files_dir.empty() &&
-            IsDirectory(contents.moved_files_dir)) {
-          XLNET_ASSIGN_OR_RETURN(std::vector<std::string> staged,
-                                 ListDirectoryFiles(contents.moved_files_dir));
-          for (const auto& name : staged) {
-            const std::string from = contents.moved_files_dir + "/" + name;
-            if (::rename(from.c_str(), writer.Path(name).c_str()) != 0) {
-              return absl::InternalError(
-                  absl::StrCat(from, ": cannot move into ", writer.temp_dir()));
-            }
+        return absl::OkStatus();
+      },
+      [&](const AtomicDirWriter& writer) -> absl::StatusOr<ChecksumEntries> {
+        for (const auto& [name, entry] : staged) {
+          const std::string from = contents.staging_dir + "/" + name;
+          const std::string to = writer.Path(name);
+          if (PathExists(to)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                from, ": a staged file has the name of a shared file"));
+          }
+          if (::rename(from.c_str(), to.c_str()) != 0) {
+            return absl::InternalError(
+                absl::StrCat(from, ": cannot move into ", writer.temp_dir()));
           }
         }
-        // WriteModelDir writes checksums.json last.
-        return absl::OkStatus();
-      }));
+        return staged;
+      },
+      &checksummed));
+  if (report != nullptr) {
+    report->checksummed_bytes = checksummed;
+    report->merged_manifests =
+        contents.staging_dir.empty() ? 0 : contents.world_size;
+  }
   return Prune(*this, keep_, keep_newest_before_);
 }
 
@@ -146,14 +165,21 @@ std::vector<int64_t> CheckpointManager::ListSteps() const {
 
 absl::StatusOr<std::optional<std::string>> CheckpointManager::LatestValid()
     const {
+  return LatestValid(
+      [](const std::string& dir) { return VerifyChecksums(dir); },
+      /*report=*/true);
+}
+
+absl::StatusOr<std::optional<std::string>> CheckpointManager::LatestValid(
+    const VerifyFunction& verify, bool report) const {
   const std::vector<int64_t> steps = ListSteps();
   std::vector<std::string> problems;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const std::string dir = StepDir(*it);
-    const absl::Status status = VerifyChecksums(dir);
+    const absl::Status status = verify(dir);
     if (status.ok()) {
       for (const std::string& problem : problems) {
-        XLOG(WARNING) << "skipping checkpoint " << problem;
+        if (report) XLOG(WARNING) << "skipping checkpoint " << problem;
       }
       return std::optional<std::string>(dir);
     }

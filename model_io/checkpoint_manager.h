@@ -1,7 +1,9 @@
 // Checkpoints: RUN/checkpoints/step_<N>/ is a HuggingFace model directory
 // plus our state files, written atomically, with a checksum manifest
 // (checksums.json, checksums.h: CRC-32 and size of every other file)
-// written last. A
+// written last. With several ranks, each rank's own files come from the
+// staging directory with the checksums their rank computed (rank_files.h);
+// rank 0 checksums only the shared files it writes. A
 // checkpoint whose manifest is missing or does not match its files is never
 // loaded; LatestValid() falls back to the newest one that verifies.
 #pragma once
@@ -28,9 +30,20 @@ struct CheckpointContents {
   std::map<std::string, NamedTensors> tensor_files;
   // Other files verbatim: file name (e.g. "config.yaml") -> contents.
   std::map<std::string, std::string> text_files;
-  // A directory whose files (other ranks' state) are moved into the
-  // checkpoint; "" for none.
-  std::string moved_files_dir;
+  // The staging directory of the ranks' own files (rank_files.h): the
+  // files its `world_size` rank manifests list are moved into the
+  // checkpoint under the checksums the manifests give; "" for none.
+  std::string staging_dir;
+  int world_size = 0;
+};
+
+// What one Save did, for its log line.
+struct SaveReport {
+  // Bytes read to checksum the files Save wrote itself (not the staged
+  // per-rank files, whose ranks checksummed them).
+  int64_t checksummed_bytes = 0;
+  // Rank manifests merged.
+  int merged_manifests = 0;
 };
 
 class CheckpointManager {
@@ -54,12 +67,17 @@ class CheckpointManager {
   // Then, when a checkpoint exists, it checks that the file system has at
   // least as many free bytes as the newest one holds: ResourceExhausted
   // naming the directory, the bytes needed and the bytes free otherwise,
-  // with nothing written.
+  // with nothing written. With a staging directory, the rank manifests are
+  // merged first (MergeRankManifests): a missing or incomplete rank is an
+  // error naming the step and the ranks or files, with nothing written (the
+  // previous checkpoint stays the newest).
   absl::Status Save(int64_t step, const XLNetConfig& model_config,
                     const CheckpointContents& contents);
-  // The same with config.json's text given (HF keys XLNetConfig lacks).
+  // The same with config.json's text given (HF keys XLNetConfig lacks);
+  // `report`, when set, gets what it did.
   absl::Status Save(int64_t step, const std::string& config_json,
-                    const CheckpointContents& contents);
+                    const CheckpointContents& contents,
+                    SaveReport* report = nullptr);
 
   // How Save learns the free bytes of the file system holding a directory;
   // FreeBytes (statvfs) unless replaced (tests stand in a full disk).
@@ -89,6 +107,12 @@ class CheckpointManager {
   // warning each naming the problem. When checkpoints exist but none
   // verifies: DataLoss naming each one and its problem (nothing is removed).
   absl::StatusOr<std::optional<std::string>> LatestValid() const;
+  // The same with `verify` deciding whether a checkpoint directory verifies
+  // (ranks verifying their shares together, train/trainer.cc), each newer
+  // one skipped with a warning only when `report`.
+  using VerifyFunction = std::function<absl::Status(const std::string& dir)>;
+  absl::StatusOr<std::optional<std::string>> LatestValid(
+      const VerifyFunction& verify, bool report) const;
 
  private:
   // Fails when the file system has fewer free bytes than the newest

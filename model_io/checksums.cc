@@ -67,24 +67,42 @@ absl::StatusOr<uint32_t> FileCrc32(const std::string& path) {
   return static_cast<uint32_t>(crc);
 }
 
-absl::Status WriteChecksums(const std::string& dir) {
+absl::StatusOr<ChecksumEntries> ComputeChecksums(const std::string& dir) {
   XLNET_ASSIGN_OR_RETURN(std::vector<std::string> files,
                          ListDirectoryFiles(dir));
-  nlohmann::json entries = nlohmann::json::object();
+  ChecksumEntries entries;
   for (const auto& name : files) {
     if (name == kChecksumsFile) continue;
     const std::string path = dir + "/" + name;
     XLNET_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32(path));
     struct stat st;
-    ::stat(path.c_str(), &st);
-    entries[name] = {{"crc32", crc},
-                     {"bytes", static_cast<int64_t>(st.st_size)}};
+    if (::stat(path.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat(path, ": cannot stat"));
+    }
+    entries[name] = {crc, static_cast<int64_t>(st.st_size)};
   }
-  return WriteStateJson(dir + "/" + kChecksumsFile, "checksums",
-                        kChecksumsVersion, {{"files", entries}});
+  return entries;
 }
 
-absl::Status VerifyChecksums(const std::string& dir) {
+absl::Status WriteChecksumsFile(const std::string& dir,
+                                const ChecksumEntries& entries) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& [name, entry] : entries) {
+    files[name] = {{"crc32", entry.crc32}, {"bytes", entry.bytes}};
+  }
+  return WriteStateJson(dir + "/" + kChecksumsFile, "checksums",
+                        kChecksumsVersion, {{"files", files}});
+}
+
+absl::Status WriteChecksums(const std::string& dir) {
+  XLNET_ASSIGN_OR_RETURN(const ChecksumEntries entries, ComputeChecksums(dir));
+  return WriteChecksumsFile(dir, entries);
+}
+
+namespace {
+
+// DIR/checksums.json, read, with its "files" object.
+absl::StatusOr<nlohmann::json> ReadManifest(const std::string& dir) {
   XLNET_ASSIGN_OR_RETURN(nlohmann::json manifest,
                          ReadStateJson(dir + "/" + kChecksumsFile, "checksums",
                                        kChecksumsVersion));
@@ -92,7 +110,31 @@ absl::Status VerifyChecksums(const std::string& dir) {
     return absl::DataLossError(
         absl::StrCat(dir, "/", kChecksumsFile, ": no files"));
   }
+  return manifest;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ListedFiles(const std::string& dir) {
+  XLNET_ASSIGN_OR_RETURN(const nlohmann::json manifest, ReadManifest(dir));
+  std::vector<std::string> names;
+  for (const auto& item : manifest["files"].items()) {
+    names.push_back(item.key());
+  }
+  return names;
+}
+
+absl::Status VerifyChecksums(const std::string& dir) {
+  return VerifyChecksums(dir, ChecksumScope()).status();
+}
+
+absl::StatusOr<int64_t> VerifyChecksums(const std::string& dir,
+                                        const ChecksumScope& scope) {
+  XLNET_ASSIGN_OR_RETURN(nlohmann::json manifest, ReadManifest(dir));
+  int64_t read_bytes = 0;
   for (const auto& [name, entry] : manifest["files"].items()) {
+    const bool read = !scope.read || scope.read(name);
+    if (!scope.listing && !read) continue;
     // Names come from a file: they must name a file of this directory, never
     // a path out of it.
     if (name.empty() || name == "." || name == ".." ||
@@ -128,8 +170,10 @@ absl::Status VerifyChecksums(const std::string& dir) {
       return absl::DataLossError(absl::StrCat(path, ": size ", st.st_size,
                                               " does not match the manifest"));
     }
+    if (!read) continue;
     XLNET_ASSIGN_OR_RETURN(uint32_t crc, FileCrc32(path));
     verified_bytes.fetch_add(st.st_size, std::memory_order_relaxed);
+    read_bytes += st.st_size;
     if (crc != *want_crc) {
       return absl::DataLossError(absl::StrCat(path, ": checksum mismatch"));
     }
@@ -137,6 +181,7 @@ absl::Status VerifyChecksums(const std::string& dir) {
   // The manifest covers the whole directory: a file it does not list (the
   // weights under a manifest of "{}", a tokenizer copied in afterwards) was
   // never checked, so the directory is not what its writer left.
+  if (!scope.listing) return read_bytes;
   XLNET_ASSIGN_OR_RETURN(std::vector<std::string> files,
                          ListDirectoryFiles(dir));
   for (const auto& name : files) {
@@ -147,7 +192,7 @@ absl::Status VerifyChecksums(const std::string& dir) {
           "that wrote the directory)"));
     }
   }
-  return absl::OkStatus();
+  return read_bytes;
 }
 
 int64_t VerifiedBytes() {

@@ -216,14 +216,32 @@ absl::Status CopyWeightsFromDir(const std::string& dir,
 absl::Status WriteModelDir(
     const std::string& dir, const std::string& config_json,
     const NamedTensors& tensors,
-    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra) {
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra,
+    const AdoptFiles& adopt, int64_t* checksummed_bytes) {
   XLNET_ASSIGN_OR_RETURN(AtomicDirWriter writer, AtomicDirWriter::Begin(dir));
   XLNET_RETURN_IF_ERROR(WriteFileAtomic(writer.Path(kConfigFile), config_json));
   XLNET_RETURN_IF_ERROR(
       WriteSafetensors(writer.Path(kWeightsFile), tensors, {{"format", "pt"}}));
   if (write_extra) XLNET_RETURN_IF_ERROR(write_extra(writer));
   // Last, over everything above: every reader verifies it.
-  XLNET_RETURN_IF_ERROR(WriteChecksums(writer.temp_dir()));
+  XLNET_ASSIGN_OR_RETURN(ChecksumEntries entries,
+                         ComputeChecksums(writer.temp_dir()));
+  if (checksummed_bytes != nullptr) {
+    *checksummed_bytes = 0;
+    for (const auto& [name, entry] : entries) {
+      *checksummed_bytes += entry.bytes;
+    }
+  }
+  if (adopt) {
+    XLNET_ASSIGN_OR_RETURN(const ChecksumEntries adopted, adopt(writer));
+    for (const auto& [name, entry] : adopted) {
+      if (!entries.emplace(name, entry).second) {
+        return absl::InternalError(absl::StrCat(
+            writer.Path(name), ": adopted over a file written here"));
+      }
+    }
+  }
+  XLNET_RETURN_IF_ERROR(WriteChecksumsFile(writer.temp_dir(), entries));
   return writer.Commit();
 }
 

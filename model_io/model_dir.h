@@ -34,6 +34,7 @@
 #include "common/file_util.h"
 #include "common/safetensors.h"
 #include "config/config.h"
+#include "model_io/checksums.h"
 #include "model_io/state_json.h"
 
 namespace xlnet {
@@ -93,15 +94,23 @@ absl::Status CopyWeightsFromDir(const std::string& dir,
                                 const NamedTensors& tensors,
                                 Checksums checksums = Checksums::kVerify);
 
+// Files a writer moves into the temporary directory after checksumming
+// its own, with the checksums their writers computed (a checkpoint's
+// per-rank files, rank_files.h): it returns their checksums.json entries.
+using AdoptFiles =
+    std::function<absl::StatusOr<ChecksumEntries>(const AtomicDirWriter&)>;
+
 // Writes `dir` atomically: config.json (`config_json`'s text),
 // model.safetensors (`tensors` in the given order, metadata {"format": "pt"}
 // as transformers writes), then whatever `write_extra` puts into the
-// temporary directory, then checksums.json over all of them.
+// temporary directory, then checksums.json over all of them and the files
+// `adopt` moves in. `checksummed_bytes`, when set, gets the bytes read to
+// checksum (the files written here, not the adopted ones).
 absl::Status WriteModelDir(
     const std::string& dir, const std::string& config_json,
     const NamedTensors& tensors,
-    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra =
-        {});
+    const std::function<absl::Status(const AtomicDirWriter&)>& write_extra = {},
+    const AdoptFiles& adopt = {}, int64_t* checksummed_bytes = nullptr);
 
 // The same with config.json written from a validated XLNetConfig.
 absl::Status WriteModelDir(

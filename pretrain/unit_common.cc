@@ -12,13 +12,15 @@
 #include "model/sdpa_attention.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
+#include "model_io/rank_files.h"
 #include "model_io/save.h"
 
 namespace xlnet {
 namespace {
 
+// The per-rank naming a checkpoint's savers and verifiers share.
 std::string StateFile(const std::string& prefix, int rank) {
-  return absl::StrCat(prefix, ".rank", rank, ".safetensors");
+  return RankFileName(prefix, rank);
 }
 
 torch::Tensor StringTensor(const std::string& s) {

@@ -10,15 +10,18 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "model_io/rank_files.h"
 #include "model_io/run_layout.h"
 #include "train/resume_settings.h"
 
@@ -35,8 +38,24 @@ std::atomic<bool> g_stop_requested{false};
 
 void OnStopSignal(int) { g_stop_requested = true; }
 
-std::string RngFile(int rank) {
-  return absl::StrCat("rng.rank", rank, ".safetensors");
+std::string RngFile(int rank) { return RankFileName("rng", rank); }
+
+// This rank's share of verifying checkpoint `dir` when `world_size` ranks
+// resume from it: rank 0 the listing (stat only) and the shared files' CRCs,
+// every rank the CRCs of the per-rank files it loads (FilesRankLoads). One
+// process checks the whole directory. Returns the bytes read.
+absl::StatusOr<int64_t> VerifyShare(const std::string& dir, int rank,
+                                    int world_size) {
+  if (world_size == 1) return VerifyChecksums(dir, ChecksumScope());
+  XLNET_ASSIGN_OR_RETURN(const std::vector<std::string> listed,
+                         ListedFiles(dir));
+  const std::set<std::string> own = FilesRankLoads(listed, rank);
+  ChecksumScope scope;
+  scope.listing = rank == 0;
+  scope.read = [&](const std::string& name) {
+    return own.count(name) > 0 || (rank == 0 && !RankOfFile(name));
+  };
+  return VerifyChecksums(dir, scope);
 }
 
 torch::Tensor CpuRngState() {
@@ -275,29 +294,71 @@ absl::Status Trainer::CheckRunLock(const std::string& what) const {
                       absl::StrCat(status.message(), "; not saving ", what));
 }
 
+absl::StatusOr<std::vector<int>> Trainer::FailedRanks(bool failed,
+                                                      const std::string& what) {
+  if (!group_ || world_size() == 1) {
+    return failed ? std::vector<int>{0} : std::vector<int>{};
+  }
+  std::vector<int> out;
+  XLNET_RETURN_IF_ERROR(CatchExceptions(what, [&]() {
+    std::vector<torch::Tensor> t = {
+        torch::zeros({world_size()}, torch::kFloat64)};
+    if (failed) t[0][rank()].fill_(1.0);
+    group_->AllReduceSum(t);
+    for (int r = 0; r < world_size(); ++r) {
+      if (t[0][r].item<double>() > 0) out.push_back(r);
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::Status Trainer::Save(int64_t step) {
   // Never a checkpoint of non-finite weights (on every rank, before anything
   // is written).
   XLNET_RETURN_IF_ERROR(CheckWeights());
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name = absl::StrCat("checkpoint step_", step);
+  // Every rank, rank 0 included: its own state into the staging directory
+  // (a filesystem shared by all ranks, as for any multi-node checkpoint),
+  // checksummed by itself, then its rank manifest (rank_files.h).
+  const std::string staging = StagingDir(checkpoints_.checkpoints_dir(), step);
+  // Rank 0 first checks that RUN is still this run's: nothing is written
+  // otherwise, by any rank.
+  absl::Status own =
+      rank() == 0 ? CheckRunLock(checkpoints_.StepDir(step)) : absl::OkStatus();
+  const bool lock_lost = !own.ok();
   std::map<std::string, NamedTensors> files;
-  XLNET_RETURN_IF_ERROR(unit_->SaveUnitState(rank(), &files));
+  if (own.ok()) own = unit_->SaveUnitState(rank(), &files);
   files[RngFile(rank())] = {{"cpu", CpuRngState()}};
-  const std::string staging =
-      absl::StrCat(checkpoints_.checkpoints_dir(), "/.staging_step_", step);
-  if (rank() != 0) {
-    // Other ranks hand their state to rank 0 through the run directory
-    // (a filesystem shared by all ranks, as for any multi-node checkpoint).
-    XLNET_RETURN_IF_ERROR(MakeDirs(staging));
-    for (const auto& [name, tensors] : files) {
-      XLNET_RETURN_IF_ERROR(WriteSafetensors(staging + "/" + name, tensors));
-    }
+  int64_t checksummed = 0;
+  if (own.ok()) {
+    absl::StatusOr<int64_t> written =
+        WriteRankFiles(staging, step, world_size(), rank(), files);
+    own = written.status();
+    if (written.ok()) checksummed = *written;
   }
-  if (group_ && world_size() > 1) group_->Barrier();
+  // Instead of a barrier: which ranks could not stage their files.
+  XLNET_ASSIGN_OR_RETURN(std::vector<int> failed,
+                         FailedRanks(!own.ok(), absl::StrCat("saving ", name)));
+  const std::string unchanged =
+      "; nothing was committed (the previous checkpoint stays the newest)";
+  if (!failed.empty()) {
+    if (rank() == 0) RemoveAll(staging).IgnoreError();
+    if (lock_lost) return own;
+    if (!own.ok()) {
+      return absl::Status(
+          own.code(), absl::StrCat(name, ": rank ", rank(), ": ", own.message(),
+                                   unchanged));
+    }
+    return absl::DataLossError(absl::StrCat(
+        name, ": rank(s) ", absl::StrJoin(failed, ", "),
+        " could not write their files (their errors say why)", unchanged));
+  }
+  absl::Status committed;
   if (rank() == 0) {
-    XLNET_RETURN_IF_ERROR(CheckRunLock(checkpoints_.StepDir(step)));
     CheckpointContents contents;
     contents.model = unit_->StateDict();
-    contents.tensor_files = std::move(files);
     contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
     contents.text_files = options_.extra_files;
     contents.text_files[kRunConfigFile] = options_.config_yaml;
@@ -315,18 +376,64 @@ absl::Status Trainer::Save(int64_t step) {
     }
     contents.text_files[kTrainerStateFile] =
         StateJsonText("trainer_state", kTrainerStateVersion, state);
-    contents.moved_files_dir = staging;
-    XLNET_RETURN_IF_ERROR(
-        checkpoints_.Save(step, unit_->ModelConfigJson(), contents));
-    XLNET_RETURN_IF_ERROR(RemoveAll(staging));
-    XLOG(INFO) << "saved checkpoint " << checkpoints_.StepDir(step);
+    contents.staging_dir = staging;
+    contents.world_size = world_size();
+    SaveReport report;
+    committed =
+        checkpoints_.Save(step, unit_->ModelConfigJson(), contents, &report);
+    const absl::Status removed = RemoveAll(staging);
+    if (committed.ok()) committed = removed;
+    if (committed.ok()) {
+      XLOG(INFO) << absl::StrFormat(
+          "saved checkpoint %s in %.2f s (checksummed %d bytes; merged %d "
+          "rank manifests)",
+          checkpoints_.StepDir(step),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        start)
+              .count(),
+          checksummed + report.checksummed_bytes, report.merged_manifests);
+    }
   }
-  if (group_ && world_size() > 1) group_->Barrier();
+  // Rank 0's outcome to every rank (instead of a barrier).
+  XLNET_ASSIGN_OR_RETURN(
+      failed, FailedRanks(!committed.ok(), absl::StrCat("committing ", name)));
+  XLNET_RETURN_IF_ERROR(committed);
+  if (!failed.empty()) {
+    return absl::DataLossError(absl::StrCat("rank 0 could not commit ", name,
+                                            " (its error says why)"));
+  }
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Restore(const std::string& dir, bool verified) {
-  if (!verified) XLNET_RETURN_IF_ERROR(VerifyChecksums(dir));
+absl::Status Trainer::VerifyCheckpoint(const std::string& dir) {
+  absl::StatusOr<int64_t> share = VerifyShare(dir, rank(), world_size());
+  if (!group_ || world_size() == 1) {
+    if (share.ok()) resume_verified_bytes_ = *share;
+    return share.status();
+  }
+  XLNET_ASSIGN_OR_RETURN(
+      const std::vector<int> failed,
+      FailedRanks(!share.ok(), absl::StrCat("verifying ", dir)));
+  if (failed.empty()) {
+    resume_verified_bytes_ = *share;
+    return absl::OkStatus();
+  }
+  // Every rank gets the same problem: rank 0's when it failed (its listing
+  // explains the others'), else the first failing rank's.
+  const int first = failed.front();
+  std::string problem;
+  if (rank() == first) {
+    problem = std::string(share.status().message());
+    if (first != 0) problem = absl::StrCat("rank ", first, ": ", problem);
+  }
+  XLNET_RETURN_IF_ERROR(CatchExceptions(absl::StrCat("verifying ", dir), [&]() {
+    group_->BroadcastText(&problem, first);
+    return absl::OkStatus();
+  }));
+  return absl::DataLossError(problem);
+}
+
+absl::Status Trainer::Restore(const std::string& dir) {
   XLNET_ASSIGN_OR_RETURN(const TrainerState state, ReadTrainerState(dir));
   XLNET_RETURN_IF_ERROR(
       CopyWeightsFromDir(dir, unit_->StateDict(), Checksums::kAlreadyVerified));
@@ -499,26 +606,33 @@ absl::Status Trainer::Prepare() {
         "train.grad_reduce_dtype"));
   }
   XLNET_RETURN_IF_ERROR(MakeDirs(options_.run_dir));
-  // The checkpoint resumed from ("" when none), its step, and whether this
-  // rank already verified its checksums.
+  // Staging directories of a save that was killed or failed go before any
+  // rank can stage again: the other ranks save only after a collective
+  // below (LatestValidStep's or StartLikeRankZero's) that waits for this.
+  if (rank() == 0) {
+    XLNET_RETURN_IF_ERROR(RemoveStagingDirs(checkpoints_.checkpoints_dir()));
+  }
+  // The checkpoint resumed from ("" when none) and its step; every rank
+  // verified its share of it (VerifyCheckpoint), and nothing reads it to
+  // verify again.
   std::string restored;
   int64_t restored_step = 0;
-  bool verified = false;
   if (options_.resume == "latest") {
     XLNET_ASSIGN_OR_RETURN(const int64_t step, LatestValidStep());
     if (step >= 0) {
       restored = checkpoints_.StepDir(step);
       restored_step = step;
-      // Rank 0 verified it; the others check what they read themselves.
-      verified = rank() == 0;
     }
   } else if (!options_.resume.empty()) {
     restored = options_.resume;
-    XLNET_RETURN_IF_ERROR(VerifyChecksums(restored));
-    verified = true;
+    XLNET_RETURN_IF_ERROR(VerifyCheckpoint(restored));
     XLNET_ASSIGN_OR_RETURN(const TrainerState state,
                            ReadTrainerState(restored));
     restored_step = state.step;
+  }
+  if (!restored.empty()) {
+    XLOG(INFO) << "rank " << rank() << " verified " << resume_verified_bytes_
+               << " bytes of " << restored;
   }
   // Before anything is written: the settings that differ from the
   // checkpoint's, reported, and refused when they break exactness.
@@ -544,7 +658,7 @@ absl::Status Trainer::Prepare() {
         best_value_, KeptBestValue(options_.run_dir, options_.best_metric));
   }
   if (!restored.empty()) {
-    XLNET_RETURN_IF_ERROR(Restore(restored, verified));
+    XLNET_RETURN_IF_ERROR(Restore(restored));
   } else if (options_.resume == "latest") {
     // No checkpoint yet (a first start, or one that died before its first
     // save): a fresh run, without what a dead attempt logged.
@@ -622,12 +736,15 @@ std::string Trainer::RecoveryAdvice(int64_t before) const {
 }
 
 absl::StatusOr<int64_t> Trainer::LatestValidStep() {
-  // Rank 0 looks (and reports skipped checkpoints once); the others follow.
+  // All ranks go through the candidates together, each verifying its share
+  // (one all-reduce per candidate); rank 0 reports skipped checkpoints once
+  // and reads the chosen one's step.
   int64_t step = -1;
   absl::Status status;
+  absl::StatusOr<std::optional<std::string>> latest = checkpoints_.LatestValid(
+      [this](const std::string& dir) { return VerifyCheckpoint(dir); },
+      /*report=*/rank() == 0);
   if (rank() == 0) {
-    absl::StatusOr<std::optional<std::string>> latest =
-        checkpoints_.LatestValid();
     if (!latest.ok()) {
       status = absl::Status(
           latest.status().code(),

@@ -251,6 +251,10 @@ class Trainer {
   // saves read on their own cadence and are not counted.
   int64_t step_host_reads() const { return step_host_reads_; }
 
+  // The bytes this rank read to verify the checkpoint it resumed from (its
+  // share: VerifyCheckpoint); 0 when it resumed none.
+  int64_t resume_verified_bytes() const { return resume_verified_bytes_; }
+
  private:
   // What one optimizer step did, summed over ranks.
   struct StepRecord {
@@ -294,8 +298,19 @@ class Trainer {
   // ended without an error (steps, tokens, wall time, tokens/s, best
   // evaluation, skipped steps, checkpoint).
   void PrintSummary(const TrainResult& result) const;
-  // Loads checkpoint `dir` (checking its checksums unless `verified`).
-  absl::Status Restore(const std::string& dir, bool verified);
+  // Loads checkpoint `dir`, which VerifyCheckpoint accepted.
+  absl::Status Restore(const std::string& dir);
+  // Whether checkpoint `dir` verifies, all ranks together: each verifies
+  // its share (rank 0 the listing, by stat, and the shared files; every
+  // rank the per-rank files it loads), and one all-reduce combines the
+  // verdicts, so every rank gets the same answer and the same problem
+  // (naming the rank for a per-rank failure). One process verifies the
+  // whole directory. Sets resume_verified_bytes_.
+  absl::Status VerifyCheckpoint(const std::string& dir);
+  // The ranks (ascending) on which `failed` is true: one all-reduce, which
+  // also stands for a barrier. Errors (a rank gone) name `what`.
+  absl::StatusOr<std::vector<int>> FailedRanks(bool failed,
+                                               const std::string& what);
   // Whether the weights (TrainUnit::StateDict) are finite on every rank (a
   // collective).
   absl::StatusOr<bool> WeightsFiniteOnAllRanks();
@@ -372,6 +387,8 @@ class Trainer {
   int64_t run_tokens_ = 0;
   // See step_host_reads().
   int64_t step_host_reads_ = 0;
+  // See resume_verified_bytes().
+  int64_t resume_verified_bytes_ = 0;
 };
 
 }  // namespace xlnet

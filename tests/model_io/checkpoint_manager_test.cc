@@ -12,32 +12,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "tests/model_io/checkpoint_contents.h"
 #include "tests/test_util.h"
 
 namespace xlnet {
 namespace {
 
-XLNetConfig TinyModel() {
-  XLNetConfig c;
-  c.vocab_size = 10;
-  c.d_model = 4;
-  c.n_head = 1;
-  c.d_head = 4;
-  c.n_layer = 1;
-  c.d_inner = 8;
-  return c;
-}
-
-CheckpointContents Contents(float value) {
-  CheckpointContents c;
-  c.model = {
-      {"transformer.word_embedding.weight", torch::full({10, 4}, value)},
-      {"transformer.layer.0.ff.layer_1.weight", torch::full({8, 4}, value)}};
-  c.tensor_files["optimizer.safetensors"] = {
-      {"step", torch::tensor(int64_t{3})}};
-  c.text_files["config.yaml"] = "train:\n  lr: 0.1\n";
-  return c;
-}
+using testing::Contents;
+using testing::TinyModel;
 
 TEST(CheckpointTest, SaveVerifyAndKeepNewest) {
   testing::TempDir tmp;

@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/runtime.h"
 #include "model_io/checksums.h"
+#include "model_io/rank_files.h"
 #include "tests/test_util.h"
 #include "train/run_dir.h"
 
@@ -105,6 +106,9 @@ class RegressionUnit : public TrainUnit {
   }
   absl::Status SaveUnitState(
       int rank, std::map<std::string, NamedTensors>* files) override {
+    if (fail_save_at_position_ > 0 && position_ == fail_save_at_position_) {
+      return absl::ResourceExhaustedError("no space left on the device");
+    }
     (*files)["data.rank" + std::to_string(rank) + ".safetensors"] = {
         {"position", torch::tensor(position_)}};
     return absl::OkStatus();
@@ -128,6 +132,9 @@ class RegressionUnit : public TrainUnit {
   // From this data position (after the micro-batch) on, the loss is NaN.
   int64_t nan_loss_from_position_ = 0;
   int64_t stop_at_position_ = 0;
+  // At this data position, saving this unit's state fails (a rank that
+  // fails mid-save).
+  int64_t fail_save_at_position_ = 0;
   // Report normalizer, tokens and the metric as tensors.
   bool tensor_values_ = false;
   std::map<int64_t, double> accuracy_at_step_;
@@ -981,14 +988,24 @@ TEST(TrainerTest, LossScalingSkipsOverflowsBacksOffGrowsAndResumes) {
   EXPECT_TRUE(torch::equal(resumed->linear_->weight, scaled->linear_->weight));
 }
 
+// What one rank of RunTwoRanks ended with.
+struct RankOutcome {
+  std::string error;  // "" when it succeeded
+  // Trainer::resume_verified_bytes.
+  int64_t verified_bytes = 0;
+  // The first step it ran (0: none).
+  int64_t first_step = 0;
+  // Its weights at the end.
+  torch::Tensor weight;
+};
+
 // Runs `options` on 2 Gloo ranks (threads) with units of micro-batch 4
-// (`setup`, when given, adjusts each); returns each rank's error ("" when
-// it succeeded).
-std::vector<std::string> RunTwoRanks(
+// (`setup`, when given, adjusts each); returns what each rank ended with.
+std::vector<RankOutcome> RunTwoRankOutcomes(
     const TrainerOptions& options,
     const std::function<void(RegressionUnit*)>& setup = nullptr) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::string> errors(2);
+  std::vector<RankOutcome> outcomes(2);
   // Units seed the global generator: made here, not on the rank threads.
   std::vector<std::unique_ptr<RegressionUnit>> units;
   for (int rank = 0; rank < 2; ++rank) {
@@ -1001,17 +1018,36 @@ std::vector<std::string> RunTwoRanks(
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank]() {
       RegressionUnit& unit = *units[rank];
+      RankOutcome& outcome = outcomes[rank];
       auto group = ProcessGroup::FromStore(store, rank, 2, torch::kCPU, "gloo",
                                            std::chrono::milliseconds(30000));
       if (!group.ok()) {
-        errors[rank] = std::string(group.status().message());
+        outcome.error = std::string(group.status().message());
         return;
       }
-      auto result = Trainer(options, &unit, group->get()).Run();
-      if (!result.ok()) errors[rank] = std::string(result.status().message());
+      TrainerOptions rank_options = options;
+      rank_options.on_step = [&outcome](const StepTiming& timing) {
+        if (outcome.first_step == 0) outcome.first_step = timing.step;
+      };
+      Trainer trainer(rank_options, &unit, group->get());
+      auto result = trainer.Run();
+      if (!result.ok()) outcome.error = std::string(result.status().message());
+      outcome.verified_bytes = trainer.resume_verified_bytes();
+      outcome.weight = unit.linear_->weight.detach().clone();
     });
   }
   for (auto& t : threads) t.join();
+  return outcomes;
+}
+
+// RunTwoRankOutcomes' errors ("" for a rank that succeeded).
+std::vector<std::string> RunTwoRanks(
+    const TrainerOptions& options,
+    const std::function<void(RegressionUnit*)>& setup = nullptr) {
+  std::vector<std::string> errors;
+  for (const RankOutcome& outcome : RunTwoRankOutcomes(options, setup)) {
+    errors.push_back(outcome.error);
+  }
   return errors;
 }
 
@@ -1134,6 +1170,146 @@ TEST(TrainerTest, TwoGlooRanksMatchOneRank) {
   EXPECT_TRUE(
       PathExists(multi_dir.Join("checkpoints/step_6/rng.rank1.safetensors")));
   EXPECT_TRUE(VerifyChecksums(multi_dir.Join("checkpoints/step_6")).ok());
+}
+
+// Without dropout: two rank threads share the global generator, whose
+// draws would interleave in any order.
+void NoDropout(RegressionUnit* unit) {
+  unit->dropout_ = torch::nn::Dropout(0.0);
+}
+
+// The bytes of the files `dir`'s checksums.json lists that `keep` selects.
+int64_t ListedBytes(const std::string& dir,
+                    const std::function<bool(const std::string&)>& keep) {
+  int64_t bytes = 0;
+  const absl::StatusOr<std::vector<std::string>> listed = ListedFiles(dir);
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  if (!listed.ok()) return -1;
+  for (const std::string& name : *listed) {
+    if (keep(name)) bytes += std::filesystem::file_size(dir + "/" + name);
+  }
+  return bytes;
+}
+
+// A rank that fails while saving step 8 (its state cannot be written):
+// both ranks stop with an error naming the step and the rank, nothing of
+// step 8 is committed, step_4 stays the newest valid checkpoint, and
+// --resume latest continues from it to the weights of a run that never
+// failed, bit for bit. A staging directory a killed save left is removed
+// at start-up, not taken for the new attempt's.
+TEST(TrainerTest, RankFailingMidSaveLeavesThePreviousCheckpointNewest) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir reference_dir;
+  const std::vector<RankOutcome> reference =
+      RunTwoRankOutcomes(Options(reference_dir.path(), 12), NoDropout);
+  ASSERT_EQ(reference[0].error, "");
+
+  testing::TempDir dir;
+  const std::vector<RankOutcome> failed =
+      RunTwoRankOutcomes(Options(dir.path(), 12), [](RegressionUnit* unit) {
+        NoDropout(unit);
+        if (unit->rank_ == 1) unit->fail_save_at_position_ = 8 * 4;
+      });
+  EXPECT_EQ(failed[1].error,
+            "checkpoint step_8: rank 1: no space left on the device; nothing "
+            "was committed (the previous checkpoint stays the newest)");
+  EXPECT_EQ(failed[0].error,
+            "checkpoint step_8: rank(s) 1 could not write their files (their "
+            "errors say why); nothing was committed (the previous checkpoint "
+            "stays the newest)");
+  EXPECT_EQ(CheckpointSteps(dir.path()), (std::vector<int64_t>{4}));
+  CheckpointManager manager(dir.path(), 0);
+  EXPECT_EQ(**manager.LatestValid(), manager.StepDir(4));
+
+  // What a save killed mid-way leaves: a rank's files and manifest.
+  const std::string stale = StagingDir(manager.checkpoints_dir(), 8);
+  ASSERT_TRUE(WriteRankFiles(stale, 8, 2, 1,
+                             {{RankFileName("data", 1),
+                               {{"position", torch::tensor(int64_t{999})}}}})
+                  .ok());
+  TrainerOptions options = Options(dir.path(), 12);
+  options.resume = "latest";
+  const std::vector<RankOutcome> resumed =
+      RunTwoRankOutcomes(options, NoDropout);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(resumed[rank].error, "");
+    EXPECT_EQ(resumed[rank].first_step, 5);
+    EXPECT_TRUE(torch::equal(resumed[rank].weight, reference[rank].weight))
+        << "rank " << rank;
+  }
+  EXPECT_EQ(CheckpointSteps(dir.path()), (std::vector<int64_t>{4, 8, 12}));
+  EXPECT_FALSE(PathExists(stale));
+}
+
+// Resuming at 2 ranks, each rank reads to verify only its share: rank 0 the
+// shared files and its own, rank 1 its own; neither reads the other's
+// per-rank bytes. The same for --resume latest and --resume DIR.
+TEST(TrainerTest, ResumeVerifiesOnlyEachRanksShare) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir dir;
+  ASSERT_EQ(RunTwoRanks(Options(dir.path(), 8), NoDropout),
+            (std::vector<std::string>{"", ""}));
+  const std::string step8 = dir.Join("checkpoints/step_8");
+  const auto of_rank = [](int rank) {
+    return [rank](const std::string& name) { return RankOfFile(name) == rank; };
+  };
+  const int64_t shared = ListedBytes(
+      step8, [](const std::string& name) { return !RankOfFile(name); });
+  const int64_t own0 = ListedBytes(step8, of_rank(0));
+  const int64_t own1 = ListedBytes(step8, of_rank(1));
+  ASSERT_GT(own0, 0);
+  ASSERT_GT(own1, 0);
+  for (const std::string resume : {std::string("latest"), step8}) {
+    TrainerOptions options = Options(dir.path(), 9);
+    options.train.save_steps = 0;
+    options.save_checkpoints = false;
+    options.resume = resume;
+    const std::vector<RankOutcome> outcomes =
+        RunTwoRankOutcomes(options, NoDropout);
+    EXPECT_EQ(outcomes[0].error, "");
+    EXPECT_EQ(outcomes[1].error, "");
+    EXPECT_EQ(outcomes[0].verified_bytes, shared + own0) << resume;
+    EXPECT_EQ(outcomes[1].verified_bytes, own1) << resume;
+    EXPECT_EQ(outcomes[1].first_step, 9);
+  }
+}
+
+// Rank 1's own file in the newest checkpoint corrupted (same size, other
+// bytes: only its CRC, which only rank 1 reads, tells): both ranks skip it
+// together, rank 0 reporting it once naming rank 1, and both resume from
+// the previous checkpoint.
+TEST(TrainerTest, CorruptPerRankFileMakesBothRanksFallBack) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir dir;
+  ASSERT_EQ(RunTwoRanks(Options(dir.path(), 8), NoDropout),
+            (std::vector<std::string>{"", ""}));
+  const std::string corrupt =
+      dir.Join("checkpoints/step_8/data.rank1.safetensors");
+  {
+    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x55');
+  }
+  TrainerOptions options = Options(dir.path(), 10);
+  options.resume = "latest";
+  ::testing::internal::CaptureStderr();
+  const std::vector<RankOutcome> outcomes =
+      RunTwoRankOutcomes(options, NoDropout);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(outcomes[rank].error, "");
+    EXPECT_EQ(outcomes[rank].first_step, 5) << "rank " << rank;
+  }
+  size_t reports = 0;
+  for (size_t at = log.find("skipping checkpoint"); at != std::string::npos;
+       at = log.find("skipping checkpoint", at + 1)) {
+    ++reports;
+  }
+  EXPECT_EQ(reports, 1u) << log;
+  EXPECT_NE(log.find("skipping checkpoint step_8: rank 1: " + corrupt +
+                     ": checksum mismatch"),
+            std::string::npos)
+      << log;
 }
 
 // Rank 1 given another --out than rank 0 would write its state where rank
