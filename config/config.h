@@ -254,8 +254,17 @@ struct TrainConfig {
   bool fused_elementwise = false;
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;
-  // Seconds a collective may take before a stuck rank is reported.
+  // Seconds a training step's collectives may take before a stuck rank is
+  // reported.
   int64_t dist_timeout_s = 300;
+  // Seconds the collectives of a checkpoint save may take (every rank
+  // writing and checksumming its files, rank 0 merging): a slow file system
+  // is not a stuck step.
+  int64_t io_timeout_s = 1800;
+  // Seconds the rendezvous and start-up may take (every rank joining,
+  // choosing and verifying the checkpoint to resume, agreeing on the
+  // config and rank 0's weights).
+  int64_t startup_timeout_s = 1800;
   // Precision of the gradient all-reduce over ranks: fp32 (each bucket is
   // reduced in place: the gradients are views of it, nothing is copied) or
   // bf16 (each bucket is cast to bf16 for the all-reduce and back: half the

@@ -107,6 +107,8 @@ void VisitTrain(S& c, V& v) {
   v("fused_elementwise", c.fused_elementwise);
   v("max_bad_steps", c.max_bad_steps);
   v("dist_timeout_s", c.dist_timeout_s);
+  v("io_timeout_s", c.io_timeout_s);
+  v("startup_timeout_s", c.startup_timeout_s);
   v("grad_reduce_dtype", c.grad_reduce_dtype);
   v("grad_bucket_mb", c.grad_bucket_mb);
   v("first_grad_bucket_mb", c.first_grad_bucket_mb);

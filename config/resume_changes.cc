@@ -99,6 +99,8 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"train.save_memory", kBook},
     {"train.max_bad_steps", kBook},
     {"train.dist_timeout_s", kBook},
+    {"train.io_timeout_s", kBook},
+    {"train.startup_timeout_s", kBook},
 
     // Which inputs and labels a fine-tuning example is made of, and the
     // head's training maths: another value trains on other examples.

@@ -232,6 +232,8 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
           "than LibTorch's element-wise ops; set it to false)");
   c.Check(t.max_bad_steps >= 1, "max_bad_steps", "must be >= 1");
   c.Check(t.dist_timeout_s >= 1, "dist_timeout_s", "must be >= 1");
+  c.Check(t.io_timeout_s >= 1, "io_timeout_s", "must be >= 1");
+  c.Check(t.startup_timeout_s >= 1, "startup_timeout_s", "must be >= 1");
   c.Check(t.grad_reduce_dtype != Dtype::kFp16, "grad_reduce_dtype",
           "must be fp32 or bf16 (fp16's range can overflow a sum of "
           "gradients)");

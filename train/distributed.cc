@@ -28,7 +28,8 @@ namespace xlnet {
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Init(
     const DistEnv& env, const torch::Device& device, const std::string& backend,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout,
+    std::optional<std::chrono::milliseconds> rendezvous_timeout) {
   c10::intrusive_ptr<c10d::Store> store;
   XLNET_RETURN_IF_ERROR(CatchExceptions(
       absl::StrCat("rendezvous at ", env.master_addr, ":", env.master_port,
@@ -41,7 +42,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Init(
         options.isServer = !env.use_agent_store && env.rank == 0;
         options.numWorkers = env.world_size;
         options.waitWorkers = true;
-        options.timeout = timeout;
+        options.timeout = rendezvous_timeout.value_or(timeout);
         store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
         if (env.use_agent_store) {
           store = c10::make_intrusive<c10d::PrefixStore>(
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::FromStore(
   group->store_ = store;
   group->rank_ = rank;
   group->world_size_ = world_size;
+  group->timeout_ = timeout;
   group->device_ = device.is_cuda() ? device : torch::Device(torch::kCPU);
   XLNET_RETURN_IF_ERROR(CatchExceptions(
       absl::StrCat("creating the ", backend, " process group (rank ", rank,
@@ -165,13 +167,16 @@ void OnDevice(std::vector<torch::Tensor>& tensors, const torch::Device& device,
   }
 }
 
-// Waits for a collective. A lost peer or a timeout is rethrown with what
-// it means for the run and what to do: the raw transport error ("Connection
-// closed by peer [127.0.0.1]:44702") names neither the dead rank nor the fix.
-void Wait(c10d::Work& work) {
+}  // namespace
+
+// A lost peer or a timeout is rethrown with what it means for the run and
+// what to do: the raw transport error ("Connection closed by peer
+// [127.0.0.1]:44702", "Operation timed out!") names neither the dead rank
+// nor the fix.
+void ProcessGroup::Wait(c10d::Work& work) const {
   std::string what;
   try {
-    work.wait();
+    work.wait(timeout_);
     return;
   } catch (const c10::Error& e) {
     what = e.what_without_backtrace();
@@ -189,16 +194,14 @@ void Wait(c10d::Work& work) {
                     "with --resume latest: the newest valid checkpoint "
                     "continues exactly)");
   } else if (has("Timed out") || has("timed out") || has("timeout")) {
-    absl::StrAppend(&what,
-                    " (a rank did not join this collective within "
-                    "train.dist_timeout_s: it is stuck, far slower than the "
-                    "others, or gone; its own log says which. Restart every "
-                    "rank with --resume latest)");
+    absl::StrAppend(&what, " (a rank did not join this collective within ",
+                    timeout_setting_, " (", timeout_.count() / 1000.0,
+                    " s): it is stuck, far slower than the others, or gone; "
+                    "its own log says which. Restart every rank with "
+                    "--resume latest)");
   }
   throw std::runtime_error(what);
 }
-
-}  // namespace
 
 void ProcessGroup::AllReduceSum(std::vector<torch::Tensor>& tensors) {
   OnDevice(tensors, device_, [this](std::vector<torch::Tensor>& t) {
@@ -481,7 +484,7 @@ void GradientReducer::Finish() {
   torch::NoGradGuard no_grad;
   const double scale = 1.0 / group_->world_size();
   for (Bucket& b : buckets_) {
-    Wait(*b.work);
+    group_->Wait(*b.work);
     if (b.wire.defined()) b.flat.copy_(b.wire);
     b.flat.mul_(scale);
   }

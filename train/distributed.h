@@ -37,9 +37,14 @@ class ProcessGroup {
   // Connects to the TCPStore at MASTER_ADDR:MASTER_PORT (served by rank 0,
   // or by torchrun's agent when env.use_agent_store, then used under
   // AgentStorePrefix) and creates `backend` ("gloo" or "nccl") for `device`.
+  // `timeout` is the backend's and the collectives' (SetTimeout);
+  // `rendezvous_timeout`, when given, bounds the wait for every rank to
+  // reach the store instead.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> Init(
       const DistEnv& env, const torch::Device& device,
-      const std::string& backend, std::chrono::milliseconds timeout);
+      const std::string& backend, std::chrono::milliseconds timeout,
+      std::optional<std::chrono::milliseconds> rendezvous_timeout =
+          std::nullopt);
   // Over an existing store (tests run ranks as threads over a HashStore).
   // Gloo takes cpu or cuda devices (CUDA tensors are staged through the
   // host by c10d); NCCL takes cuda only. Gloo binds to and advertises the
@@ -53,6 +58,19 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+
+  // How long a collective waits for the other ranks, and the setting that
+  // says so (named in the timeout's error). The backend's own timeout (the
+  // one given at creation) must be at least as long, or it fires first.
+  void SetTimeout(std::chrono::milliseconds limit, std::string setting) {
+    timeout_ = limit;
+    timeout_setting_ = std::move(setting);
+  }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const std::string& timeout_setting() const { return timeout_setting_; }
+  // Waits for an asynchronous collective within timeout(); throws as the
+  // collectives do.
+  void Wait(c10d::Work& work) const;
   const std::string& backend() const { return backend_; }
   // Where the collectives run: this rank's cuda:N (NCCL, or Gloo over CUDA
   // tensors) or cpu.
@@ -102,6 +120,32 @@ class ProcessGroup {
   torch::Device device_ = torch::kCPU;
   int rank_ = 0;
   int world_size_ = 1;
+  std::chrono::milliseconds timeout_{0};
+  std::string timeout_setting_ = "train.dist_timeout_s";
+};
+
+// Sets a group's timeout (ProcessGroup::SetTimeout) for a scope, e.g.
+// train.io_timeout_s around a checkpoint save; no-op for a null group.
+class ScopedTimeout {
+ public:
+  ScopedTimeout(ProcessGroup* group, std::chrono::milliseconds limit,
+                std::string setting)
+      : group_(group) {
+    if (group_ == nullptr) return;
+    saved_limit_ = group_->timeout();
+    saved_setting_ = group_->timeout_setting();
+    group_->SetTimeout(limit, std::move(setting));
+  }
+  ~ScopedTimeout() {
+    if (group_ != nullptr) group_->SetTimeout(saved_limit_, saved_setting_);
+  }
+  ScopedTimeout(const ScopedTimeout&) = delete;
+  ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+
+ private:
+  ProcessGroup* group_;
+  std::chrono::milliseconds saved_limit_{0};
+  std::string saved_setting_;
 };
 
 // How GradientReducer buckets and sends gradients (train.grad_bucket_mb,

@@ -146,10 +146,19 @@ absl::StatusOr<RankSetup> SetUpRank(Config* config) {
   XLNET_RETURN_IF_ERROR(BindCudaDevice(setup.device));
   if (env.rank == 0) XLOG(INFO) << RuntimeSummary();
   if (env.world_size > 1) {
+    // The rendezvous waits up to train.startup_timeout_s; the backend up to
+    // the longest of the three timeouts, so that each phase's own
+    // (SetTimeout, ScopedTimeout) is the one that fires.
+    const TrainConfig& t = config->train;
     XLNET_ASSIGN_OR_RETURN(
         setup.group,
-        ProcessGroup::Init(env, setup.device, rank_device.backend,
-                           std::chrono::seconds(config->train.dist_timeout_s)));
+        ProcessGroup::Init(
+            env, setup.device, rank_device.backend,
+            std::chrono::seconds(std::max(
+                {t.dist_timeout_s, t.io_timeout_s, t.startup_timeout_s})),
+            std::chrono::seconds(t.startup_timeout_s)));
+    setup.group->SetTimeout(std::chrono::seconds(t.dist_timeout_s),
+                            "train.dist_timeout_s");
     XLOG(INFO) << "rank " << env.rank << " of " << env.world_size << " joined ("
                << setup.group->backend() << " on " << setup.device.str()
                << ", launched by " << env.source << ")";

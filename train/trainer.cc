@@ -314,6 +314,9 @@ absl::StatusOr<std::vector<int>> Trainer::FailedRanks(bool failed,
 }
 
 absl::Status Trainer::Save(int64_t step) {
+  // Writing and checksumming on a slow file system is not a stuck step.
+  ScopedTimeout io(group_, std::chrono::seconds(options_.train.io_timeout_s),
+                   "train.io_timeout_s");
   // Never a checkpoint of non-finite weights (on every rank, before anything
   // is written).
   XLNET_RETURN_IF_ERROR(CheckWeights());
@@ -594,6 +597,9 @@ absl::StatusOr<std::optional<double>> KeptBestValue(const std::string& run_dir,
 }  // namespace
 
 absl::Status Trainer::Prepare() {
+  ScopedTimeout startup(group_,
+                        std::chrono::seconds(options_.train.startup_timeout_s),
+                        "train.startup_timeout_s");
   if (options_.train.patience > 0 && options_.best_metric.empty()) {
     return absl::InvalidArgumentError(
         "train.patience: early stopping watches the metric that picks "

@@ -440,7 +440,8 @@ TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
       ADD_FAILURE() << "the all-reduce went on without rank 1";
     } catch (const std::exception& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("within train.dist_timeout_s"), std::string::npos)
+      EXPECT_NE(what.find("within train.dist_timeout_s (1.5 s)"),
+                std::string::npos)
           << what;
     }
     waited =
@@ -448,6 +449,42 @@ TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
             .count();
   });
   // The 1.5 s timeout fired, long before the stuck rank woke up.
+  EXPECT_GE(waited, 1.0);
+  EXPECT_LT(waited, 5.0);
+}
+
+// A phase's own timeout (train.io_timeout_s around a save,
+// train.startup_timeout_s around start-up) under a backend created with a
+// longer one: the scoped limit fires, the error names its setting, and the
+// group's timeout is restored after the scope.
+TEST(ProcessGroupTest, ScopedTimeoutFiresAndNamesItsSetting) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  double waited = 0;
+  RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    {
+      ScopedTimeout io(&group, milliseconds(1500), "train.io_timeout_s");
+      std::vector<torch::Tensor> t = {torch::ones({1})};
+      try {
+        group.AllReduceSum(t);
+        ADD_FAILURE() << "the all-reduce went on without rank 1";
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("within train.io_timeout_s (1.5 s)"),
+                  std::string::npos)
+            << what;
+      }
+    }
+    waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    EXPECT_EQ(group.timeout(), milliseconds(20000));
+    EXPECT_EQ(group.timeout_setting(), "train.dist_timeout_s");
+  });
   EXPECT_GE(waited, 1.0);
   EXPECT_LT(waited, 5.0);
 }

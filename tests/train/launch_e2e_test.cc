@@ -363,7 +363,7 @@ TEST_F(LaunchE2ETest, LibTorchLinesOfARankComeOutInOurFormat) {
       "env -u RANK -u WORLD_SIZE -u LOCAL_RANK SLURM_PROCID=1 SLURM_LOCALID=1 "
       "SLURM_NTASKS=2 SLURM_JOB_NODELIST=localhost MASTER_PORT=",
       FreeLocalPort(), " ", ToolPath("pretrain"), PretrainArgs(run.path()),
-      " --set train.dist_timeout_s=1"));
+      " --set train.startup_timeout_s=1"));
   EXPECT_NE(r.exit_code, 0) << r.output;
   const std::regex ours(
       R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [DIWE] r1 [^ :]+:\d+\] .*)");

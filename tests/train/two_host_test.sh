@@ -165,7 +165,8 @@ ARGS=(--config "$SRC/configs/tiny.yaml" --data "$TMP/data"
   --set train.threads=1 --set train.eval_steps=0 --set model.dropout=0
   --set train.max_steps=$STEPS --set train.save_steps=4
   --set train.log_steps=1 --set train.keep_checkpoints=0
-  --set train.dist_timeout_s=60 --resume latest)
+  --set train.dist_timeout_s=60 --set train.startup_timeout_s=60
+  --resume latest)
 
 # Runs torchrun on both hosts into $TMP/$1 ($1: dns or debian, as in
 # write_hosts) and checks the run.
