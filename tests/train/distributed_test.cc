@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -405,49 +406,67 @@ TEST(ProcessGroupTest, RanksJoinTorchrunsAgentStore) {
       << clash.status();
 }
 
+// The error of an all-reduce that rank 1 never joins ("" and a failure when
+// it succeeds).
+std::string AllReduceWithoutRankOne(ProcessGroup& group) {
+  std::vector<torch::Tensor> t = {torch::ones({1})};
+  try {
+    group.AllReduceSum(t);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "the all-reduce went on without rank 1";
+  return "";
+}
+
 TEST(ProcessGroupTest, DeadRankEndsTheOthers) {
   XLNET_SKIP_WITHOUT_GLOO();
   RunRanks(2, milliseconds(20000), [](int rank, ProcessGroup& group) {
     if (rank == 1) return;  // exits: its connections close
-    std::vector<torch::Tensor> t = {torch::ones({1})};
-    try {
-      group.AllReduceSum(t);
-      ADD_FAILURE() << "the all-reduce went on without rank 1";
-    } catch (const std::exception& e) {
-      // The transport's error, then what it means and what to do.
-      const std::string what = e.what();
-      EXPECT_NE(what.find("another rank exited or lost its connection"),
-                std::string::npos)
-          << what;
-      EXPECT_NE(what.find("--resume latest"), std::string::npos) << what;
-    }
+    // The transport's error, then what it means and what to do.
+    const std::string what = AllReduceWithoutRankOne(group);
+    EXPECT_NE(what.find("another rank exited or lost its connection"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("--resume latest"), std::string::npos) << what;
   });
 }
 
-TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
-  XLNET_SKIP_WITHOUT_GLOO();
+// Rank 1 alive but never joining; rank 0's all-reduce, under a group of
+// `group_timeout` and, when `scoped` is set, a ScopedTimeout of that limit
+// and setting, must throw with `expected` in its message. Returns how long
+// rank 0 waited.
+double WaitForStuckRank(
+    milliseconds group_timeout,
+    const std::optional<std::pair<milliseconds, std::string>>& scoped,
+    const std::string& expected) {
   double waited = 0;
-  RunRanks(2, milliseconds(1500), [&](int rank, ProcessGroup& group) {
+  RunRanks(2, group_timeout, [&](int rank, ProcessGroup& group) {
     if (rank == 1) {
-      // Alive but never joins the collective.
       std::this_thread::sleep_for(std::chrono::seconds(6));
       return;
     }
     const auto start = std::chrono::steady_clock::now();
-    std::vector<torch::Tensor> t = {torch::ones({1})};
-    try {
-      group.AllReduceSum(t);
-      ADD_FAILURE() << "the all-reduce went on without rank 1";
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("within train.dist_timeout_s (1.5 s)"),
-                std::string::npos)
-          << what;
+    {
+      std::optional<ScopedTimeout> limit;
+      if (scoped) limit.emplace(&group, scoped->first, scoped->second);
+      const std::string what = AllReduceWithoutRankOne(group);
+      EXPECT_NE(what.find(expected), std::string::npos) << what;
     }
     waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
+    // A scope's limit ends with it.
+    EXPECT_EQ(group.timeout(), group_timeout);
+    EXPECT_EQ(group.timeout_setting(), "train.dist_timeout_s");
   });
+  return waited;
+}
+
+TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  const double waited = WaitForStuckRank(milliseconds(1500), std::nullopt,
+                                         "within train.dist_timeout_s (1.5 s)");
   // The 1.5 s timeout fired, long before the stuck rank woke up.
   EXPECT_GE(waited, 1.0);
   EXPECT_LT(waited, 5.0);
@@ -459,32 +478,10 @@ TEST(ProcessGroupTest, StuckRankTimesOutInsteadOfHanging) {
 // group's timeout is restored after the scope.
 TEST(ProcessGroupTest, ScopedTimeoutFiresAndNamesItsSetting) {
   XLNET_SKIP_WITHOUT_GLOO();
-  double waited = 0;
-  RunRanks(2, milliseconds(20000), [&](int rank, ProcessGroup& group) {
-    if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(6));
-      return;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    {
-      ScopedTimeout io(&group, milliseconds(1500), "train.io_timeout_s");
-      std::vector<torch::Tensor> t = {torch::ones({1})};
-      try {
-        group.AllReduceSum(t);
-        ADD_FAILURE() << "the all-reduce went on without rank 1";
-      } catch (const std::exception& e) {
-        const std::string what = e.what();
-        EXPECT_NE(what.find("within train.io_timeout_s (1.5 s)"),
-                  std::string::npos)
-            << what;
-      }
-    }
-    waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    EXPECT_EQ(group.timeout(), milliseconds(20000));
-    EXPECT_EQ(group.timeout_setting(), "train.dist_timeout_s");
-  });
+  const double waited = WaitForStuckRank(
+      milliseconds(20000),
+      std::make_pair(milliseconds(1500), std::string("train.io_timeout_s")),
+      "within train.io_timeout_s (1.5 s)");
   EXPECT_GE(waited, 1.0);
   EXPECT_LT(waited, 5.0);
 }
