@@ -3,6 +3,7 @@
 #
 #   cannot_run MESSAGE...   skip (exit 77), or fail where CI is set
 #   fail MESSAGE...         fail (exit 1)
+#   print_tails N FILE...   the last N lines of each non-empty FILE, on stderr
 #   compare_weights TOL REFERENCE FILE...
 #       every tensor of each safetensors FILE against REFERENCE's: the same
 #       names, dtypes and shapes, float32 values within TOL (0: bit for bit;
@@ -23,6 +24,16 @@ cannot_run() {
 fail() {
   echo "$NAME: FAILED: $*" >&2
   exit 1
+}
+
+print_tails() {
+  local lines=$1 f
+  shift
+  for f in "$@"; do
+    [[ -s "$f" ]] || continue
+    echo "----- $f (last $lines lines)" >&2
+    tail -n "$lines" "$f" >&2
+  done
 }
 
 compare_weights() {

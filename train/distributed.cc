@@ -395,16 +395,27 @@ GradientReducer::GradientReducer(ProcessGroup* group, NamedTensors params,
   }
 }
 
+namespace {
+
+// Whether `p`'s .grad is the slice of `flat` at element `offset`.
+bool GradIsSliceAt(const torch::Tensor& p, const torch::Tensor& flat,
+                   int64_t offset) {
+  if (!p.grad().defined()) return false;
+  const torch::Tensor& g = p.grad();
+  return g.data_ptr() == static_cast<char*>(flat.data_ptr()) +
+                             offset * flat.element_size() &&
+         g.is_contiguous() && g.sizes() == p.sizes();
+}
+
+}  // namespace
+
 bool GradientReducer::GradIsBucketView(size_t k) const {
   const torch::Tensor& p = params_[k].second;
-  if (!p.requires_grad() || !p.grad().defined()) return false;
+  if (!p.requires_grad()) return false;
   const Bucket& b = buckets_[bucket_of_[k]];
   const size_t i = static_cast<size_t>(
       std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
-  const torch::Tensor& g = p.grad();
-  return g.data_ptr() == static_cast<char*>(b.flat.data_ptr()) +
-                             b.offsets[i] * b.flat.element_size() &&
-         g.is_contiguous() && g.sizes() == p.sizes();
+  return GradIsSliceAt(p, b.flat, b.offsets[i]);
 }
 
 void GradientReducer::BindGrads() {
@@ -412,7 +423,8 @@ void GradientReducer::BindGrads() {
   for (Bucket& b : buckets_) {
     for (size_t i = 0; i < b.params.size(); ++i) {
       const size_t k = b.params[i];
-      if (GradIsBucketView(k)) continue;
+      // Once per micro-step: the slot is known, no search.
+      if (GradIsSliceAt(params_[k].second, b.flat, b.offsets[i])) continue;
       torch::Tensor& p = params_[k].second;
       // [numel] slice of the bucket -> p's shape, sharing the storage (set_
       // rather than view(): a view's .grad could not be detached in place).

@@ -109,18 +109,10 @@ mkdir "$TMP/state" "$TMP/spool" "$TMP/jobs"
 export SLURM_CONF="$TMP/slurm.conf"
 PIDS=()
 
-print_logs() {
-  local f
-  for f in "$TMP"/jobs/*.out "$TMP"/*.log "$TMP"/*.stderr; do
-    [[ -s "$f" ]] || continue
-    echo "----- $f (last 60 lines)" >&2
-    tail -n 60 "$f" >&2
-  done
-}
 cleanup() {
   local rc=$?
   set +e
-  if ((rc != 0)); then print_logs; fi
+  if ((rc != 0)); then print_tails 60 "$TMP"/jobs/*.out "$TMP"/*.log "$TMP"/*.stderr; fi
   # Cancel what is still queued or running, wait for the job processes to
   # end (slurmd kills them), then stop the daemons by their process ids.
   if [[ -n "${SLURMCTLD_STARTED:-}" ]]; then

@@ -83,18 +83,10 @@ ADDR=("$NET.1" "$NET.2")
 TMP=$(mktemp -d /tmp/xlnet_two_host_XXXXXX)
 PIDS=()
 
-print_logs() {
-  local f
-  for f in "$TMP"/*.log; do
-    [[ -s "$f" ]] || continue
-    echo "----- $f (last 80 lines)" >&2
-    tail -n 80 "$f" >&2
-  done
-}
 cleanup() {
   local rc=$?
   set +e
-  if ((rc != 0)); then print_logs; fi
+  if ((rc != 0)); then print_tails 80 "$TMP"/*.log; fi
   # The torchruns still running (a failed wait): their whole process
   # groups (setsid below), agents and workers.
   local pid ns
