@@ -30,8 +30,10 @@ echo "== 1. tokenizer (vocab 1000) on $CORPUS"
 "$BIN/xlnet-data" tokenizer --input "$CORPUS" --vocab_size 1000 --out "$OUT/spiece.model"
 
 echo "== 2. shards"
+# --config: manifest.json records the train/eval split of the run's
+# data.eval_fraction, so pretraining places its streams without a scan.
 "$BIN/xlnet-data" prepare --input "$CORPUS" --tokenizer "$OUT/spiece.model" \
-  --out "$OUT/data" --workers "$(nproc)"
+  --config configs/tiny.yaml --out "$OUT/data" --workers "$(nproc)"
 
 echo "== 3. pretraining configs/tiny.yaml (resumes if a checkpoint exists)"
 "$BIN/xlnet-pretrain" --config configs/tiny.yaml --data "$OUT/data" \
