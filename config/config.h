@@ -232,6 +232,15 @@ struct TrainConfig {
   // exact), bf16 (half the bytes; resume continues from rounded memory) or
   // none (resume starts with empty memory; the data continues exactly).
   SaveMemory save_memory = SaveMemory::kFp32;
+  // Write the periodic checkpoints (every save_steps) on a background
+  // thread while training goes on (train/background_save.h): the training
+  // thread only copies the state (on CUDA a device-side clone, moved to the
+  // host on a side stream), and the checkpoint is committed at a later
+  // step, once every rank has written its files. The run's last save and a
+  // save at a stop are written before the run ends. Costs host memory for
+  // one copy of this rank's state (and, on CUDA, device memory for it until
+  // it reaches the host).
+  bool background_save = false;
   // "cpu" or "cuda" (or "cuda:N").
   std::string device = "cpu";
   // fp32, bf16 (autocast) or fp16 (CUDA only, with loss scaling).

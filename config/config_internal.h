@@ -99,6 +99,7 @@ void VisitTrain(S& c, V& v) {
   v("patience_min_delta", c.patience_min_delta);
   v("keep_checkpoints", c.keep_checkpoints);
   v("save_memory", c.save_memory);
+  v("background_save", c.background_save);
   v("device", c.device);
   v("dtype", c.dtype);
   v("threads", c.threads);

@@ -97,6 +97,7 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"train.patience_min_delta", kBook},
     {"train.keep_checkpoints", kBook},
     {"train.save_memory", kBook},
+    {"train.background_save", kBook},
     {"train.max_bad_steps", kBook},
     {"train.dist_timeout_s", kBook},
     {"train.io_timeout_s", kBook},

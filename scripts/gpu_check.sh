@@ -24,6 +24,7 @@
 # exits 1 at the end. XLNET_GPU_DEVICE=cpu runs steps 3-4 on the CPU (to
 # check the script itself on a machine without a GPU).
 set -uo pipefail
+source "$(dirname "$0")/script_util.sh"
 cd "$(dirname "$0")/.."
 BUILD=${XLNET_BUILD_DIR:-build-cuda}
 OUT=${XLNET_GPU_OUT:-runs/gpu_check}
@@ -85,14 +86,7 @@ for dtype in fp32 bf16 fp16; do
   "$BUILD/bin/xlnet-pretrain" "${common[@]}" --out "$ref" > "$ref.log" 2>&1
   check "3. pretraining $dtype"
   "$BUILD/bin/xlnet-pretrain" "${common[@]}" --out "$run" > "$run.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 3000); do
-    [[ -e "$run/checkpoints/step_100" ]] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.01
-  done
-  kill -9 $pid 2>/dev/null
-  wait $pid 2>/dev/null
+  kill_when_exists $! "$run/checkpoints/step_100" 3000
   echo "$dtype: killed with $(ls "$run/checkpoints" 2>/dev/null | tr '\n' ' ')"
   "$BUILD/bin/xlnet-pretrain" "${common[@]}" --out "$run" --resume latest \
     >> "$run.log" 2>&1

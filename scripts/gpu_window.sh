@@ -10,6 +10,11 @@
 #                                    # variant, baseline rerun beside it
 #   scripts/gpu_window.sh C          # compare_hf.py on the best path, bf16
 #                                    # loss against fp32, two-run determinism
+#   scripts/gpu_window.sh D          # longer checks: SIGKILL + resume exact
+#                                    # on the device, 2,000-step held-out
+#                                    # losses per path, two ranks on one GPU
+#                                    # (Gloo), what a checkpoint save costs
+#                                    # the steps around it, SDPA backends
 #   scripts/gpu_window.sh A B        # several phases in one call
 #
 # Binaries: XLNET_GPU_BIN (default build-cuda/bin; built by
@@ -30,6 +35,8 @@
 # XLNET_GPU_DRY_RUN=1 runs every phase on the CPU with tiny sizes, to check
 # the script itself on a machine without a GPU.
 set -uo pipefail
+source "$(dirname "$0")/script_util.sh"
+(($# > 0)) || { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu_window}
 mkdir -p "$OUT"
@@ -252,6 +259,143 @@ phase_C() {
   fi
 }
 
+# D1: SIGKILL after the step-100 checkpoint, resume, compare with an
+# uninterrupted run (bit-identical expected on the device too).
+resume_check() {  # resume_check NAME [--set ...]
+  local name=$1
+  shift
+  local common=(--config configs/tiny.yaml --data "$DATA"
+    --set "train.device=$DEVICE" --set model.dropout=0
+    --set train.max_steps=300 --set train.log_steps=100
+    --set train.save_steps=100 --set train.keep_checkpoints=0
+    --set train.eval_steps=0 "$@")
+  local ref=$OUT/D_resume_${name}_ref run=$OUT/D_resume_${name}_killed
+  rm -rf "$ref" "$run"
+  timeout 300 "$BIN/xlnet-pretrain" "${common[@]}" --out "$ref" \
+    > "$ref.log" 2>&1
+  check "D: resume $name: reference run"
+  "$BIN/xlnet-pretrain" "${common[@]}" --out "$run" > "$run.log" 2>&1 &
+  kill_when_exists $! "$run/checkpoints/step_100"
+  timeout 300 "$BIN/xlnet-pretrain" "${common[@]}" --out "$run" \
+    --resume latest >> "$run.log" 2>&1
+  check "D: resume $name: resumed run"
+  local w=checkpoints/step_300/model.safetensors
+  if cmp -s "$ref/$w" "$run/$w"; then
+    echo "D: resume $name: killed with $(ls "$run/checkpoints" | paste -sd' '), step-300 weights bit-identical"
+  else
+    echo "D: resume $name: step-300 weights differ from the uninterrupted run"
+    false
+  fi
+  check "D: exact resume $name"
+}
+
+phase_D() {
+  echo "== D: exact resume, long losses, two ranks on one GPU, save stall"
+  prepare_data || { echo "gpu_window: 'D: data' failed"; return; }
+  local spec name args
+  # ';'-separated "name:--set k=v ..." as in phase B.
+  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true"}
+  ((DRY)) && resumes="fp32:--set train.dtype=fp32"
+  IFS=';' read -ra specs <<< "$resumes"
+  for spec in "${specs[@]}"; do
+    read -ra args <<< "${spec#*:}"
+    timed "D resume ${spec%%:*}" resume_check "${spec%%:*}" "${args[@]}"
+  done
+
+  # D2: held-out loss after N steps (tiny, dropout 0.1) for each path, the
+  # runs side by side on the one device (each is deterministic alone).
+  local n=${XLNET_GPU_LOSS_STEPS:-2000}
+  ((DRY)) && n=20
+  local losses=${XLNET_GPU_LOSSES:-"fp32:--set train.dtype=fp32;bf16:--set train.dtype=bf16;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_sdpa_fused:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true"}
+  ((DRY)) && losses="fp32:--set train.dtype=fp32;bf16:--set train.dtype=bf16"
+  local pids=() start=$SECONDS
+  IFS=';' read -ra specs <<< "$losses"
+  for spec in "${specs[@]}"; do
+    name=${spec%%:*}
+    read -ra args <<< "${spec#*:}"
+    rm -rf "$OUT/D_loss_$name"
+    timeout 400 "$BIN/xlnet-pretrain" --config configs/tiny.yaml \
+      --data "$DATA" --out "$OUT/D_loss_$name" --set "train.device=$DEVICE" "${args[@]}" \
+      --set "train.max_steps=$n" --set "train.eval_steps=$n" \
+      --set "train.save_steps=$n" --set train.log_steps=100 \
+      > "$OUT/D_loss_$name.log" 2>&1 &
+    pids+=($!)
+  done
+  local failed=0 pid
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  echo "gpu_window: D losses took $((SECONDS - start)) s (exit $failed)"
+  ((failed == 0))
+  check "D: $n-step loss runs"
+  $PY - "$OUT" "$n" "${specs[@]%%:*}" <<'PY' | tee "$OUT/D_losses.txt"
+import json, sys
+out, n, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+for name in names:
+    ev = tr = None
+    try:
+        for line in open(f"{out}/D_loss_{name}/metrics.jsonl"):
+            j = json.loads(line)
+            if "eval_loss" in j:
+                ev = j["eval_loss"]
+            elif "loss" in j:
+                tr = j["loss"]
+    except OSError as e:
+        print(f"D: {name}: no metrics ({e})")
+        continue
+    print(f"D: {n} steps, {name:16s} held-out loss {ev}, last train loss {tr}")
+PY
+
+  # D3: two ranks on the one GPU (Gloo over CUDA tensors), fp32 and bf16
+  # gradient reduction, against one rank.
+  if ((!DRY)) && command -v torchrun > /dev/null; then
+    local r dt
+    for spec in 1:fp32 2:fp32 2:bf16; do
+      r=${spec%%:*} dt=${spec#*:}
+      rm -rf "$OUT/D_ranks_${r}_$dt"
+      timed "D ranks $r $dt" run_logged "$OUT/D_ranks_${r}_$dt.log" \
+        timeout 120 torchrun --nproc_per_node "$r" --redirects 1 --tee 1 --no_python \
+        "$BIN/xlnet-pretrain" --config configs/tiny.yaml --data "$DATA" \
+        --out "$OUT/D_ranks_${r}_$dt" --set train.device=cuda \
+        --set train.ranks_per_device=2 --set model.dropout=0 \
+        --set train.max_steps=50 --set train.log_steps=10 \
+        --set "train.grad_reduce_dtype=$dt"
+      check "D: $r rank(s) on one GPU, $dt reduce"
+      echo "D: $r rank(s), $dt reduce: $(tail -n 1 "$OUT/D_ranks_${r}_$dt/metrics.jsonl" 2> /dev/null)"
+    done
+  fi
+
+  # D4: what a checkpoint save costs the steps around it at the preset:
+  # a save every 4 steps, each mode of XLNET_GPU_SAVE_MODES (foreground,
+  # background: train.background_save), read by bench/save_stall.py.
+  local save_steps=${XLNET_GPU_SAVE_STEPS:-16} mode flag
+  ((DRY)) && save_steps=8
+  read -ra args <<< "${XLNET_GPU_SAVE_ARGS:-${XLNET_GPU_BEST:---set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true}}"
+  ((DRY)) && args=(--set train.dtype=fp32)
+  for mode in ${XLNET_GPU_SAVE_MODES:-foreground}; do
+    flag=()
+    [[ $mode == background ]] && flag=(--set train.background_save=true)
+    rm -rf "$OUT/D_save_$mode"
+    XLNET_LOG_LEVEL=info timed "D save $mode" run_logged \
+      "$OUT/D_save_$mode.log" timeout 300 "$BIN/xlnet-pretrain" \
+      --config "$CONFIG" \
+      --data "$DATA" --out "$OUT/D_save_$mode" --set "train.device=$DEVICE" \
+      "${args[@]}" "${flag[@]}" --set "train.max_steps=$save_steps" \
+      --set train.log_steps=1 --set train.save_steps=4 \
+      --set train.eval_steps=0 --set train.keep_checkpoints=1
+    check "D: save $mode"
+    $PY bench/save_stall.py "$OUT/D_save_$mode.log" \
+      --json "$OUT/D_save_$mode.json" | tee "$OUT/D_save_$mode.txt"
+  done
+
+  # D5: which SDPA backends take a bias with a gradient, and one layer's
+  # core timed (bench/sdpa_probe.py).
+  if ((!DRY)); then
+    timed "D sdpa probe" run_logged "$OUT/D_sdpa_probe.log" \
+      timeout 180 $PY bench/sdpa_probe.py --steps 10
+    check "D: sdpa probe"
+    tail -n 16 "$OUT/D_sdpa_probe.log"
+  fi
+}
+
 summary() {
   $PY - "$OUT" <<'PY'
 import glob, json, os, sys
@@ -275,14 +419,14 @@ if rows:
 PY
 }
 
-(($# > 0)) || { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 for phase in "$@"; do
   case $phase in
     env) phase_env ;;
     A) phase_A ;;
     B) phase_B ;;
     C) phase_C ;;
-    *) echo "unknown phase '$phase' (env, A, B, C)"; exit 2 ;;
+    D) phase_D ;;
+    *) echo "unknown phase '$phase' (env, A, B, C, D)"; exit 2 ;;
   esac
 done 2>&1 | tee "$OUT/gpu_window.log"
 summary | tee "$OUT/summary.txt"

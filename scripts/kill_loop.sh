@@ -10,7 +10,10 @@
 #     those of the same run never interrupted.
 #
 #   scripts/kill_loop.sh [N=20] [SEED=1]   (XLNET_BUILD_DIR: default build;
-#                                          XLNET_KILL_LOOP_STEPS: default 120)
+#                                          XLNET_KILL_LOOP_STEPS: default 120;
+#                                          XLNET_KILL_LOOP_SET: more --set
+#                                          k=v, space-separated, for both
+#                                          runs, e.g. train.background_save=true)
 #
 # XLNET_KILL_LOOP_TMPFS=1 runs the killed run on a nearly full file system:
 # a tmpfs (mounted in a private user and mount namespace, so no root is
@@ -44,6 +47,8 @@ corpus=data/sample/brown_sample.txt
   --out "$WORK/data" --workers 2 >/dev/null 2>&1
 
 STEPS=${XLNET_KILL_LOOP_STEPS:-120}
+EXTRA_SETS=()
+for kv in ${XLNET_KILL_LOOP_SET:-}; do EXTRA_SETS+=(--set "$kv"); done
 KEEP=2
 # The command line of the tiny run into RUN_DIR, as an array: ARGS.
 args_for() {  # RUN_DIR [extra flags...]
@@ -52,7 +57,8 @@ args_for() {  # RUN_DIR [extra flags...]
   ARGS=("$BIN/xlnet-pretrain" --config configs/tiny.yaml --data "$WORK/data"
     --out "$run" --set train.threads=1 --set train.eval_steps=0
     --set train.max_steps=$STEPS --set train.save_steps=2
-    --set train.keep_checkpoints=$KEEP --set train.log_steps=1 "$@")
+    --set train.keep_checkpoints=$KEEP --set train.log_steps=1
+    "${EXTRA_SETS[@]}" "$@")
 }
 pretrain() {  # RUN_DIR [extra flags...]
   args_for "$@"

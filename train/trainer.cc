@@ -23,6 +23,7 @@
 #include "common/strings.h"
 #include "model_io/rank_files.h"
 #include "model_io/run_layout.h"
+#include "train/background_save.h"
 #include "train/resume_settings.h"
 
 namespace xlnet {
@@ -230,8 +231,6 @@ Trainer::Trainer(TrainerOptions options, TrainUnit* unit, ProcessGroup* group)
   }
 }
 
-Trainer::~Trainer() = default;
-
 int Trainer::rank() const { return group_ ? group_->rank() : 0; }
 
 bool Trainer::StopRequestedOnAnyRank() {
@@ -313,58 +312,98 @@ absl::StatusOr<std::vector<int>> Trainer::FailedRanks(bool failed,
   return out;
 }
 
-absl::Status Trainer::Save(int64_t step) {
-  // Writing and checksumming on a slow file system is not a stuck step.
-  ScopedTimeout io(group_, std::chrono::seconds(options_.train.io_timeout_s),
-                   "train.io_timeout_s");
+// A checkpoint on its way: this rank's files being staged (every rank), then
+// rank 0 committing. Every rank holds one between StartSave and the step at
+// which the all-reduced progress says the commit is done (or failed).
+struct Trainer::PendingSave {
+  enum class Phase { kStaging, kCommitting };
+  int64_t step = 0;
+  std::string name;     // "checkpoint step_N", for messages
+  std::string staging;  // StagingDir of the step
+  bool background = false;
+  Phase phase = Phase::kStaging;
+  std::chrono::steady_clock::time_point start;
+  double snapshot_seconds = 0;  // the training thread's share
+  int64_t snapshot_bytes = 0;
+  int64_t trained_steps = 0;  // steps trained while it was written
+  // Rank 0 lost the run's lock: nothing is written by any rank.
+  bool lock_lost = false;
+  // The copies (background) or the live tensors (not) to write: this
+  // rank's per-rank files, and on rank 0 also kModelFile/kOptimizerFile.
+  std::unique_ptr<StateSnapshot> snapshot;
+  StateSnapshot::Files live;
+  // Rank 0: what the commit writes beside the tensors, and the manager it
+  // commits through (a copy: the training thread may change the original's
+  // pruning rule meanwhile).
+  std::map<std::string, std::string> text_files;
+  std::optional<CheckpointManager> manager;
+  int64_t checksummed = 0;  // by this rank while staging
+  SaveReport report;        // rank 0's commit
+  // Rank 0: config.json's text, taken on the training thread.
+  std::string config_json;
+  // This rank's job of the current phase (none on ranks > 0 while rank 0
+  // commits).
+  std::unique_ptr<BackgroundJob> job;
+
+  // The tensors to write (the writer thread's first call of a background
+  // save copies the device clones to the host).
+  StateSnapshot::Files& Files() { return snapshot ? snapshot->Host() : live; }
+};
+
+Trainer::~Trainer() = default;
+
+namespace {
+// The snapshot's key of the model's tensors (rank 0).
+constexpr char kModelFileKey[] = "model.safetensors";
+}  // namespace
+
+absl::Status Trainer::Save(int64_t step, bool background) {
+  XLNET_RETURN_IF_ERROR(StartSave(step, background));
+  if (background) return absl::OkStatus();
+  return FinishSave();
+}
+
+absl::Status Trainer::StartSave(int64_t step, bool background) {
+  // One save at a time: the previous one is committed first.
+  XLNET_RETURN_IF_ERROR(FinishSave());
   // Never a checkpoint of non-finite weights (on every rank, before anything
   // is written).
   XLNET_RETURN_IF_ERROR(CheckWeights());
-  const auto start = std::chrono::steady_clock::now();
-  const std::string name = absl::StrCat("checkpoint step_", step);
+  auto save = std::make_unique<PendingSave>();
+  save->step = step;
+  save->name = absl::StrCat("checkpoint step_", step);
+  save->background = background;
+  save->start = std::chrono::steady_clock::now();
   // Every rank, rank 0 included: its own state into the staging directory
   // (a filesystem shared by all ranks, as for any multi-node checkpoint),
   // checksummed by itself, then its rank manifest (rank_files.h).
-  const std::string staging = StagingDir(checkpoints_.checkpoints_dir(), step);
+  save->staging = StagingDir(checkpoints_.checkpoints_dir(), step);
   // Rank 0 first checks that RUN is still this run's: nothing is written
   // otherwise, by any rank.
   absl::Status own =
       rank() == 0 ? CheckRunLock(checkpoints_.StepDir(step)) : absl::OkStatus();
-  const bool lock_lost = !own.ok();
-  std::map<std::string, NamedTensors> files;
+  save->lock_lost = !own.ok();
+  StateSnapshot::Files files;
   if (own.ok()) own = unit_->SaveUnitState(rank(), &files);
-  files[RngFile(rank())] = {{"cpu", CpuRngState()}};
-  int64_t checksummed = 0;
   if (own.ok()) {
-    absl::StatusOr<int64_t> written =
-        WriteRankFiles(staging, step, world_size(), rank(), files);
-    own = written.status();
-    if (written.ok()) checksummed = *written;
+    own = CatchExceptions(absl::StrCat("saving ", save->name), [&]() {
+      files[RngFile(rank())] = {{"cpu", CpuRngState()}};
+      if (rank() == 0) {
+        files[kModelFileKey] = unit_->StateDict();
+        files[kOptimizerFile] = optimizer_->StateTensors();
+      }
+      if (background) {
+        save->snapshot = StateSnapshot::Take(files);
+        save->snapshot_bytes = save->snapshot->bytes();
+      } else {
+        save->live = std::move(files);
+      }
+      return absl::OkStatus();
+    });
   }
-  // Instead of a barrier: which ranks could not stage their files.
-  XLNET_ASSIGN_OR_RETURN(std::vector<int> failed,
-                         FailedRanks(!own.ok(), absl::StrCat("saving ", name)));
-  const std::string unchanged =
-      "; nothing was committed (the previous checkpoint stays the newest)";
-  if (!failed.empty()) {
-    if (rank() == 0) RemoveAll(staging).IgnoreError();
-    if (lock_lost) return own;
-    if (!own.ok()) {
-      return absl::Status(
-          own.code(), absl::StrCat(name, ": rank ", rank(), ": ", own.message(),
-                                   unchanged));
-    }
-    return absl::DataLossError(absl::StrCat(
-        name, ": rank(s) ", absl::StrJoin(failed, ", "),
-        " could not write their files (their errors say why)", unchanged));
-  }
-  absl::Status committed;
-  if (rank() == 0) {
-    CheckpointContents contents;
-    contents.model = unit_->StateDict();
-    contents.tensor_files[kOptimizerFile] = optimizer_->StateTensors();
-    contents.text_files = options_.extra_files;
-    contents.text_files[kRunConfigFile] = options_.config_yaml;
+  if (rank() == 0 && own.ok()) {
+    save->text_files = options_.extra_files;
+    save->text_files[kRunConfigFile] = options_.config_yaml;
     nlohmann::json state = {
         {"step", step},
         {"skipped_steps", skipped_},
@@ -377,33 +416,143 @@ absl::Status Trainer::Save(int64_t step) {
       state["loss_scale"] = scaler_->scale();
       state["loss_scale_growth_tracker"] = scaler_->growth_tracker();
     }
-    contents.text_files[kTrainerStateFile] =
+    save->text_files[kTrainerStateFile] =
         StateJsonText("trainer_state", kTrainerStateVersion, state);
-    contents.staging_dir = staging;
-    contents.world_size = world_size();
-    SaveReport report;
-    committed =
-        checkpoints_.Save(step, unit_->ModelConfigJson(), contents, &report);
-    const absl::Status removed = RemoveAll(staging);
-    if (committed.ok()) committed = removed;
-    if (committed.ok()) {
+    save->manager = checkpoints_;
+    save->config_json = unit_->ModelConfigJson();
+  }
+  save->snapshot_seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - save->start)
+                               .count();
+  PendingSave* raw = save.get();
+  auto stage = [this, raw, own]() -> absl::Status {
+    XLNET_RETURN_IF_ERROR(own);
+    StateSnapshot::Files& all = raw->Files();
+    std::map<std::string, NamedTensors> per_rank;
+    for (auto& [file, tensors] : all) {
+      if (RankOfFile(file)) per_rank[file] = tensors;
+    }
+    XLNET_ASSIGN_OR_RETURN(raw->checksummed,
+                           WriteRankFiles(raw->staging, raw->step, world_size(),
+                                          rank(), per_rank));
+    return absl::OkStatus();
+  };
+  save->job = background && own.ok() ? BackgroundJob::Start(stage)
+                                     : BackgroundJob::RunNow(stage);
+  pending_save_ = std::move(save);
+  return absl::OkStatus();
+}
+
+std::array<double, 2> Trainer::SaveProgress() const {
+  const PendingSave* save = pending_save_.get();
+  if (!save || !save->job || !save->job->done()) return {0, 0};
+  return save->job->status().ok() ? std::array<double, 2>{1, 0}
+                                  : std::array<double, 2>{0, 1};
+}
+
+absl::Status Trainer::AdvanceSave(double done, double failed) {
+  PendingSave* save = pending_save_.get();
+  if (!save) return absl::OkStatus();
+  const std::string unchanged =
+      "; nothing was committed (the previous checkpoint stays the newest)";
+  if (save->phase == PendingSave::Phase::kStaging) {
+    if (failed > 0) {
+      // Every rank sees the failure at this step: which ranks could not
+      // stage their files (one more collective), then the error.
+      std::unique_ptr<PendingSave> ended = std::move(pending_save_);
+      const absl::Status own = ended->job->Wait();
+      XLNET_ASSIGN_OR_RETURN(
+          std::vector<int> ranks,
+          FailedRanks(!own.ok(), absl::StrCat("saving ", ended->name)));
+      if (rank() == 0) RemoveAll(ended->staging).IgnoreError();
+      if (ended->lock_lost) return own;
+      if (!own.ok()) {
+        return absl::Status(own.code(),
+                            absl::StrCat(ended->name, ": rank ", rank(), ": ",
+                                         own.message(), unchanged));
+      }
+      return absl::DataLossError(absl::StrCat(
+          ended->name, ": rank(s) ", absl::StrJoin(ranks, ", "),
+          " could not write their files (their errors say why)", unchanged));
+    }
+    if (done < world_size()) return absl::OkStatus();
+    // Every rank's files are staged: rank 0 merges the manifests, writes
+    // the shared files and commits.
+    save->job->Wait();
+    save->job.reset();
+    save->phase = PendingSave::Phase::kCommitting;
+    if (rank() != 0) return absl::OkStatus();
+    auto commit = [this, save]() -> absl::Status {
+      StateSnapshot::Files& all = save->Files();
+      CheckpointContents contents;
+      contents.model = std::move(all[kModelFileKey]);
+      contents.tensor_files[kOptimizerFile] = std::move(all[kOptimizerFile]);
+      contents.text_files = save->text_files;
+      contents.staging_dir = save->staging;
+      contents.world_size = world_size();
+      absl::Status committed = save->manager->Save(
+          save->step, save->config_json, contents, &save->report);
+      const absl::Status removed = RemoveAll(save->staging);
+      if (committed.ok()) committed = removed;
+      return committed;
+    };
+    save->job = save->background ? BackgroundJob::Start(commit)
+                                 : BackgroundJob::RunNow(commit);
+    return absl::OkStatus();
+  }
+  // Committing: rank 0's outcome, the same on every rank.
+  if (done == 0 && failed == 0) return absl::OkStatus();
+  std::unique_ptr<PendingSave> ended = std::move(pending_save_);
+  if (failed > 0) {
+    if (rank() == 0) XLNET_RETURN_IF_ERROR(ended->job->Wait());
+    return absl::DataLossError(absl::StrCat(
+        "rank 0 could not commit ", ended->name, " (its error says why)"));
+  }
+  if (rank() == 0) {
+    ended->job->Wait();
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - ended->start)
+                               .count();
+    const std::string sizes =
+        absl::StrFormat("checksummed %d bytes; merged %d rank manifests",
+                        ended->checksummed + ended->report.checksummed_bytes,
+                        ended->report.merged_manifests);
+    if (ended->background) {
       XLOG(INFO) << absl::StrFormat(
-          "saved checkpoint %s in %.2f s (checksummed %d bytes; merged %d "
-          "rank manifests)",
-          checkpoints_.StepDir(step),
-          std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                        start)
-              .count(),
-          checksummed + report.checksummed_bytes, report.merged_manifests);
+          "saved checkpoint %s in the background in %.2f s while %d steps "
+          "trained (%.3f s on the training thread to copy %d bytes; %s)",
+          checkpoints_.StepDir(ended->step), seconds, ended->trained_steps,
+          ended->snapshot_seconds, ended->snapshot_bytes, sizes);
+    } else {
+      XLOG(INFO) << absl::StrFormat("saved checkpoint %s in %.2f s (%s)",
+                                    checkpoints_.StepDir(ended->step), seconds,
+                                    sizes);
     }
   }
-  // Rank 0's outcome to every rank (instead of a barrier).
-  XLNET_ASSIGN_OR_RETURN(
-      failed, FailedRanks(!committed.ok(), absl::StrCat("committing ", name)));
-  XLNET_RETURN_IF_ERROR(committed);
-  if (!failed.empty()) {
-    return absl::DataLossError(absl::StrCat("rank 0 could not commit ", name,
-                                            " (its error says why)"));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::FinishSave() {
+  if (!pending_save_) return absl::OkStatus();
+  // Writing and checksumming on a slow file system is not a stuck step.
+  ScopedTimeout io(group_, std::chrono::seconds(options_.train.io_timeout_s),
+                   "train.io_timeout_s");
+  while (pending_save_) {
+    PendingSave* save = pending_save_.get();
+    if (save->job) save->job->Wait();
+    std::array<double, 2> progress = SaveProgress();
+    if (group_ && world_size() > 1) {
+      // Instead of a barrier: how many ranks are done, how many failed.
+      XLNET_RETURN_IF_ERROR(
+          CatchExceptions(absl::StrCat("saving ", save->name), [&]() {
+            std::vector<torch::Tensor> t = {
+                torch::tensor({progress[0], progress[1]}, torch::kFloat64)};
+            group_->AllReduceSum(t);
+            progress = {t[0][0].item<double>(), t[0][1].item<double>()};
+            return absl::OkStatus();
+          }));
+    }
+    XLNET_RETURN_IF_ERROR(AdvanceSave(progress[0], progress[1]));
   }
   return absl::OkStatus();
 }
@@ -850,9 +999,14 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
     torch::NoGradGuard no_grad;
     // torch::full is a fill on the device, not a copy from the host (a
     // blocking one would sync).
+    // With a save in the background, each rank's progress rides along:
+    // ranks done, ranks failed (SaveProgress).
+    const std::array<double, 2> progress = SaveProgress();
     sums = torch::stack(
         {loss_sum, normalizer, tokens,
-         torch::full_like(loss_sum, g_stop_requested.load() ? 1.0 : 0.0)});
+         torch::full_like(loss_sum, g_stop_requested.load() ? 1.0 : 0.0),
+         torch::full_like(loss_sum, progress[0]),
+         torch::full_like(loss_sum, progress[1])});
     if (group_ && world_size() > 1) {
       std::vector<torch::Tensor> t = {sums};
       group_->AllReduceSum(t);
@@ -891,8 +1045,10 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   r.normalizer = host[1];
   r.tokens = static_cast<int64_t>(host[2]);
   r.stop = host[3] > 0;
-  r.grad_norm = host[4];
-  size_t next = 5;
+  const double saves_done = host[4];
+  const double saves_failed = host[5];
+  r.grad_norm = host[6];
+  size_t next = 7;
   for (const auto& [k, v] : metric_sums) r.metrics[k] = host[next++];
   r.loss = r.loss_sum / std::max(r.normalizer, 1e-12);
   r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
@@ -940,6 +1096,10 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   }
   optimizer_->ZeroGrad();
   ++step_;
+  if (pending_save_) {
+    ++pending_save_->trained_steps;
+    XLNET_RETURN_IF_ERROR(AdvanceSave(saves_done, saves_failed));
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                             step_start)
                   .count();
@@ -1122,7 +1282,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     }
     if (options_.save_checkpoints && train.save_steps > 0 &&
         step_ % train.save_steps == 0) {
-      XLNET_RETURN_IF_ERROR(Save(step_));
+      // The run's last save is written before it ends (Finish).
+      XLNET_RETURN_IF_ERROR(
+          Save(step_, train.background_save && step_ < train.max_steps));
       last_saved = step_;
     }
   }
@@ -1158,6 +1320,8 @@ absl::Status Trainer::GuardAfterStep(const StepRecord& r) {
 }
 
 absl::Status Trainer::Finish(int64_t last_saved, TrainResult* result) {
+  // A save still in the background is committed first.
+  XLNET_RETURN_IF_ERROR(FinishSave());
   XLNET_RETURN_IF_ERROR(CheckWeights());
   if (!options_.best_metric.empty() && evaluated_step_ != step_ &&
       !result->interrupted) {

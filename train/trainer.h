@@ -6,6 +6,7 @@
 // and signals.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -338,7 +339,26 @@ class Trainer {
   // stopping count.
   absl::Status EvaluateAndKeepBest();
   absl::Status SaveBest(const std::map<std::string, double>& eval);
-  absl::Status Save(int64_t step);
+  // Saves checkpoint step_<step>: StartSave, then (unless `background`)
+  // FinishSave. Collectives: every rank calls it at the same step.
+  absl::Status Save(int64_t step, bool background = false);
+  // Finishes any earlier save (FinishSave), checks the weights, and starts
+  // this one: every rank stages its per-rank files (on a BackgroundJob's
+  // thread from a StateSnapshot when `background`, else now from the live
+  // tensors); rank 0 commits once every rank has staged (AdvanceSave).
+  absl::Status StartSave(int64_t step, bool background);
+  // This rank's part of the pending save's progress for the step
+  // all-reduce: {1, 0} when its job of the current phase finished well,
+  // {0, 1} when it failed, {0, 0} otherwise (or without a pending save).
+  std::array<double, 2> SaveProgress() const;
+  // Moves the pending save on by the all-reduced progress (`done` and
+  // `failed` ranks), the same on every rank: all staged -> rank 0 starts
+  // the commit; committed -> the save ends (rank 0 logs it); a failure ->
+  // an error naming the ranks, nothing committed.
+  absl::Status AdvanceSave(double done, double failed);
+  // Blocks until the pending save (if any) is committed or has failed: each
+  // rank waits for its job, then one all-reduce per phase.
+  absl::Status FinishSave();
   // options_.check_run_lock, its error ending in "; not saving WHAT".
   absl::Status CheckRunLock(const std::string& what) const;
   absl::Status AppendMetrics(const std::string& json_line);
@@ -389,6 +409,10 @@ class Trainer {
   int64_t step_host_reads_ = 0;
   // See resume_verified_bytes().
   int64_t resume_verified_bytes_ = 0;
+  // The save being written (StartSave to the step its commit ends). Last,
+  // so that it is destroyed first: its thread uses the members above.
+  struct PendingSave;
+  std::unique_ptr<PendingSave> pending_save_;
 };
 
 }  // namespace xlnet

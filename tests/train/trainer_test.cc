@@ -1197,16 +1197,17 @@ int64_t ListedBytes(const std::string& dir,
 // --resume latest continues from it to the weights of a run that never
 // failed, bit for bit. A staging directory a killed save left is removed
 // at start-up, not taken for the new attempt's.
-TEST(TrainerTest, RankFailingMidSaveLeavesThePreviousCheckpointNewest) {
-  XLNET_SKIP_WITHOUT_GLOO();
+void RankFailingMidSave(bool background) {
   testing::TempDir reference_dir;
   const std::vector<RankOutcome> reference =
       RunTwoRankOutcomes(Options(reference_dir.path(), 12), NoDropout);
   ASSERT_EQ(reference[0].error, "");
 
   testing::TempDir dir;
+  TrainerOptions failing = Options(dir.path(), 12);
+  failing.train.background_save = background;
   const std::vector<RankOutcome> failed =
-      RunTwoRankOutcomes(Options(dir.path(), 12), [](RegressionUnit* unit) {
+      RunTwoRankOutcomes(failing, [](RegressionUnit* unit) {
         NoDropout(unit);
         if (unit->rank_ == 1) unit->fail_save_at_position_ = 8 * 4;
       });
@@ -1228,6 +1229,7 @@ TEST(TrainerTest, RankFailingMidSaveLeavesThePreviousCheckpointNewest) {
                                {{"position", torch::tensor(int64_t{999})}}}})
                   .ok());
   TrainerOptions options = Options(dir.path(), 12);
+  options.train.background_save = background;
   options.resume = "latest";
   const std::vector<RankOutcome> resumed =
       RunTwoRankOutcomes(options, NoDropout);
@@ -1239,6 +1241,83 @@ TEST(TrainerTest, RankFailingMidSaveLeavesThePreviousCheckpointNewest) {
   }
   EXPECT_EQ(CheckpointSteps(dir.path()), (std::vector<int64_t>{4, 8, 12}));
   EXPECT_FALSE(PathExists(stale));
+}
+
+TEST(TrainerTest, RankFailingMidSaveLeavesThePreviousCheckpointNewest) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RankFailingMidSave(/*background=*/false);
+}
+
+// The same with the saves in the background: the failure is found at the
+// next step's all-reduce, with the same errors and the same outcome.
+TEST(TrainerTest,
+     RankFailingMidBackgroundSaveLeavesThePreviousCheckpointNewest) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RankFailingMidSave(/*background=*/true);
+}
+
+// Every file of `a`'s checkpoints equals the same file of `b`'s, byte for
+// byte, and both hold the same checkpoints.
+void ExpectSameCheckpoints(const std::string& a, const std::string& b) {
+  const std::vector<int64_t> steps = CheckpointSteps(a);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps, CheckpointSteps(b));
+  CheckpointManager manager(a, 0), other(b, 0);
+  for (int64_t step : steps) {
+    const std::string dir = manager.StepDir(step);
+    EXPECT_TRUE(VerifyChecksums(other.StepDir(step)).ok()) << step;
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      names.push_back(entry.path().filename().string());
+    }
+    ASSERT_GE(names.size(), 5u);
+    for (const std::string& name : names) {
+      const absl::StatusOr<std::string> x = ReadFile(dir + "/" + name);
+      const absl::StatusOr<std::string> y =
+          ReadFile(other.StepDir(step) + "/" + name);
+      ASSERT_TRUE(x.ok() && y.ok()) << x.status() << " " << y.status();
+      EXPECT_TRUE(*x == *y) << "step_" << step << "/" << name;
+    }
+  }
+}
+
+// Saving in the background writes what a save on the training thread
+// writes, byte for byte: the state of the step it was taken at, though
+// training went on while it was written (the data position, weights and
+// optimizer moments change every step). One rank, then two Gloo ranks (the
+// commit waits for both ranks' files through the step all-reduce).
+TEST(TrainerTest, BackgroundSaveWritesWhatAForegroundSaveWrites) {
+  testing::TempDir foreground, background;
+  // Each unit seeds the global generator (dropout) when it is made.
+  RegressionUnit a(8);
+  ASSERT_TRUE(Trainer(Options(foreground.path(), 14), &a, nullptr).Run().ok());
+  RegressionUnit b(8);
+  TrainerOptions options = Options(background.path(), 14);
+  options.train.background_save = true;
+  ASSERT_TRUE(Trainer(options, &b, nullptr).Run().ok());
+  // Steps 4, 8, 12 in the background; 14, the last, before the run ends.
+  EXPECT_EQ(CheckpointSteps(background.path()),
+            (std::vector<int64_t>{4, 8, 12, 14}));
+  ExpectSameCheckpoints(foreground.path(), background.path());
+  EXPECT_TRUE(torch::equal(a.linear_->weight, b.linear_->weight));
+}
+
+TEST(TrainerTest, BackgroundSaveOnTwoRanksWritesWhatAForegroundSaveWrites) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  testing::TempDir foreground, background;
+  const std::vector<RankOutcome> a =
+      RunTwoRankOutcomes(Options(foreground.path(), 14), NoDropout);
+  TrainerOptions options = Options(background.path(), 14);
+  options.train.background_save = true;
+  const std::vector<RankOutcome> b = RunTwoRankOutcomes(options, NoDropout);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(a[rank].error, "");
+    ASSERT_EQ(b[rank].error, "");
+    EXPECT_TRUE(torch::equal(a[rank].weight, b[rank].weight));
+  }
+  ExpectSameCheckpoints(foreground.path(), background.path());
+  EXPECT_TRUE(
+      PathExists(background.Join("checkpoints/step_8/data.rank1.safetensors")));
 }
 
 // Resuming at 2 ranks, each rank reads to verify only its share: rank 0 the
@@ -1259,7 +1338,7 @@ TEST(TrainerTest, ResumeVerifiesOnlyEachRanksShare) {
   const int64_t own1 = ListedBytes(step8, of_rank(1));
   ASSERT_GT(own0, 0);
   ASSERT_GT(own1, 0);
-  for (const std::string resume : {std::string("latest"), step8}) {
+  for (const std::string& resume : {std::string("latest"), step8}) {
     TrainerOptions options = Options(dir.path(), 9);
     options.train.save_steps = 0;
     options.save_checkpoints = false;
