@@ -292,10 +292,14 @@ resume_check() {  # resume_check NAME [--set ...]
 phase_D() {
   echo "== D: exact resume, long losses, two ranks on one GPU, save stall"
   prepare_data || { echo "gpu_window: 'D: data' failed"; return; }
+  # Which parts run: XLNET_GPU_D, a subset of "resume losses ranks save
+  # probe" (default: all).
+  local parts=" ${XLNET_GPU_D:-resume losses ranks save probe} "
   local spec name args
   # ';'-separated "name:--set k=v ..." as in phase B.
   local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true"}
   ((DRY)) && resumes="fp32:--set train.dtype=fp32"
+  [[ $parts == *" resume "* ]] || resumes=""
   IFS=';' read -ra specs <<< "$resumes"
   for spec in "${specs[@]}"; do
     read -ra args <<< "${spec#*:}"
@@ -309,6 +313,7 @@ phase_D() {
   local losses=${XLNET_GPU_LOSSES:-"fp32:--set train.dtype=fp32;bf16:--set train.dtype=bf16;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_sdpa_fused:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true"}
   ((DRY)) && losses="fp32:--set train.dtype=fp32;bf16:--set train.dtype=bf16"
   local pids=() start=$SECONDS
+  [[ $parts == *" losses "* ]] || losses=""
   IFS=';' read -ra specs <<< "$losses"
   for spec in "${specs[@]}"; do
     name=${spec%%:*}
@@ -322,11 +327,11 @@ phase_D() {
     pids+=($!)
   done
   local failed=0 pid
-  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  for pid in ${pids[@]+"${pids[@]}"}; do wait "$pid" || failed=1; done
   echo "gpu_window: D losses took $((SECONDS - start)) s (exit $failed)"
   ((failed == 0))
   check "D: $n-step loss runs"
-  $PY - "$OUT" "$n" "${specs[@]%%:*}" <<'PY' | tee "$OUT/D_losses.txt"
+  ((${#specs[@]} > 0)) && $PY - "$OUT" "$n" "${specs[@]%%:*}" <<'PY' | tee "$OUT/D_losses.txt"
 import json, sys
 out, n, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 for name in names:
@@ -346,7 +351,7 @@ PY
 
   # D3: two ranks on the one GPU (Gloo over CUDA tensors), fp32 and bf16
   # gradient reduction, against one rank.
-  if ((!DRY)) && command -v torchrun > /dev/null; then
+  if ((!DRY)) && [[ $parts == *" ranks "* ]] && command -v torchrun > /dev/null; then
     local r dt
     for spec in 1:fp32 2:fp32 2:bf16; do
       r=${spec%%:*} dt=${spec#*:}
@@ -364,13 +369,16 @@ PY
   fi
 
   # D4: what a checkpoint save costs the steps around it at the preset:
-  # a save every 4 steps, each mode of XLNET_GPU_SAVE_MODES (foreground,
-  # background: train.background_save), read by bench/save_stall.py.
+  # XLNET_GPU_SAVE_STEPS steps with a save every XLNET_GPU_SAVE_EVERY, each
+  # mode of XLNET_GPU_SAVE_MODES (foreground, background:
+  # train.background_save), read by bench/save_stall.py.
   local save_steps=${XLNET_GPU_SAVE_STEPS:-16} mode flag
+  local every=${XLNET_GPU_SAVE_EVERY:-4}
   ((DRY)) && save_steps=8
   read -ra args <<< "${XLNET_GPU_SAVE_ARGS:-${XLNET_GPU_BEST:---set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true}}"
   ((DRY)) && args=(--set train.dtype=fp32)
-  for mode in ${XLNET_GPU_SAVE_MODES:-foreground}; do
+  [[ $parts == *" save "* ]] || save_steps=0
+  ((save_steps > 0)) && for mode in ${XLNET_GPU_SAVE_MODES:-foreground}; do
     flag=()
     [[ $mode == background ]] && flag=(--set train.background_save=true)
     rm -rf "$OUT/D_save_$mode"
@@ -379,7 +387,7 @@ PY
       --config "$CONFIG" \
       --data "$DATA" --out "$OUT/D_save_$mode" --set "train.device=$DEVICE" \
       "${args[@]}" "${flag[@]}" --set "train.max_steps=$save_steps" \
-      --set train.log_steps=1 --set train.save_steps=4 \
+      --set train.log_steps=1 --set "train.save_steps=$every" \
       --set train.eval_steps=0 --set train.keep_checkpoints=1
     check "D: save $mode"
     $PY bench/save_stall.py "$OUT/D_save_$mode.log" \
@@ -388,7 +396,7 @@ PY
 
   # D5: which SDPA backends take a bias with a gradient, and one layer's
   # core timed (bench/sdpa_probe.py).
-  if ((!DRY)); then
+  if ((!DRY)) && [[ $parts == *" probe "* ]]; then
     timed "D sdpa probe" run_logged "$OUT/D_sdpa_probe.log" \
       timeout 180 $PY bench/sdpa_probe.py --steps 10
     check "D: sdpa probe"

@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include <exception>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -68,19 +69,54 @@ StateSnapshot::Files& StateSnapshot::Host() {
   }
   TORCH_CHECK(device.has_value(), "a snapshot on the device has no tensor");
   // A side stream, so that the copies overlap the training thread's kernels
-  // instead of queueing behind them; it starts after the clones.
+  // instead of queueing behind them; it starts after the clones. The
+  // copies go into one page-locked buffer, which LibTorch's host allocator
+  // caches for the next save: DMA at full speed, and none of the driver's
+  // staging of pageable copies, which the training thread's reads queue
+  // behind (measured on an H100 at the base preset: the longest step
+  // during a save 7-8x normal with pageable copies, 1.1-1.2x with this
+  // buffer once cached). Page-locking holds up the training thread's CUDA
+  // calls while it runs, so the first save of a run still costs one step
+  // about 1 s (one buffer for all tensors: 0.85-1.1 s for 1.6 GB; one per
+  // tensor was slower, 2.3 s).
   c10::impl::VirtualGuardImpl impl(device->type());
   const c10::Stream side = impl.getStreamFromGlobalPool(*device);
   c10::StreamGuard guard(side);
   event->block(side);
+  constexpr int64_t kAlign = 64;
+  const auto aligned = [](int64_t bytes) {
+    return (bytes + kAlign - 1) / kAlign * kAlign;
+  };
+  int64_t total = 0;
+  for (const auto& [file, tensors] : files_) {
+    for (const auto& [name, tensor] : tensors) {
+      if (!tensor.is_cpu()) {
+        total += aligned(tensor.numel() * tensor.element_size());
+      }
+    }
+  }
+  const torch::Tensor buffer = torch::empty(
+      {total}, torch::TensorOptions(torch::kUInt8).pinned_memory(true));
+  std::vector<torch::Tensor> clones;
+  int64_t offset = 0;
   for (auto& [file, tensors] : files_) {
     for (auto& [name, tensor] : tensors) {
       if (tensor.is_cpu()) continue;
-      // A blocking copy on the current (side) stream; the clone is freed
-      // once its copy is done, so the allocator can reuse it safely.
-      tensor = tensor.to(torch::kCPU);
+      const int64_t bytes = tensor.numel() * tensor.element_size();
+      // [bytes] uint8 -> [numel] of the tensor's dtype -> its shape.
+      torch::Tensor host = buffer.narrow(0, offset, bytes)
+                               .view(tensor.scalar_type())
+                               .view(tensor.sizes());
+      host.copy_(tensor, /*non_blocking=*/true);
+      clones.push_back(tensor);
+      tensor = host;
+      offset += aligned(bytes);
     }
   }
+  side.synchronize();
+  // The clones are freed only now that their copies are done, so the
+  // allocator cannot hand their memory out while the side stream reads it.
+  clones.clear();
   clones_done_.reset();
 #endif
   on_device_ = false;

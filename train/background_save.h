@@ -3,12 +3,13 @@
 // The training thread takes a StateSnapshot of what the save writes: CPU
 // tensors are cloned there (a memory copy); CUDA tensors are cloned on the
 // device in stream order (a device-to-device copy, so the next steps'
-// in-place updates cannot reach them) and copied to host memory later by the
-// writer thread on a side stream that first waits for those clones
-// (LibTorch >= 2; with older LibTorch the training thread copies them to the
-// host itself). A BackgroundJob then writes the files on its own thread; the
-// trainer learns that it finished through the all-reduce every step already
-// makes (train/trainer.cc), so the writer thread runs no collective.
+// in-place updates cannot reach them) and copied into one page-locked host
+// buffer later by the writer thread, on a side stream that first waits for
+// those clones (LibTorch >= 2; with older LibTorch the training thread
+// copies them to the host itself). A BackgroundJob then writes the files on its
+// own thread; the trainer learns that it finished through the all-reduce every
+// step already makes (train/trainer.cc), so the writer thread runs no
+// collective.
 //
 // Why our own: LibTorch's C++ API has no asynchronous checkpointing
 // (PyTorch's torch.distributed.checkpoint.async_save is Python only), and
