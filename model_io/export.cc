@@ -286,6 +286,11 @@ struct RunInfo {
   std::optional<int64_t> model_max_length;
   std::optional<int64_t> step;
   std::string step_source;
+  // From the checkpoint's trainer_state.json: the run's non-finite steps
+  // (skipped, not loss-scale calibration) up to this checkpoint, and the
+  // first of them (0: none).
+  int64_t bad_steps = 0;
+  int64_t first_bad_step = 0;
   nlohmann::json last_eval;  // the last metrics.jsonl eval line, or null
   std::string metrics_path;
   nlohmann::json best;  // best.json, or null
@@ -336,6 +341,12 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
     if (state.contains("step") && state["step"].is_number_integer()) {
       run.step = state["step"].get<int64_t>();
       run.step_source = state_path;
+    }
+    if (state.contains("first_bad_step") &&
+        state["first_bad_step"].is_number_integer() &&
+        state.contains("bad_steps") && state["bad_steps"].is_number_integer()) {
+      run.first_bad_step = state["first_bad_step"].get<int64_t>();
+      run.bad_steps = state["bad_steps"].get<int64_t>();
     }
   } else if (PathExists(best_here)) {  // RUN/best
     run.best_path = best_here;
@@ -715,8 +726,16 @@ std::string CardFineTuningSection(const LoadedModel& loaded,
 // The card's "Training" section: how many steps the model was trained.
 std::string CardTrainingSection(const RunInfo& run, const CardNames& names) {
   if (run.step) {
-    return absl::StrCat("\n## Training\n\n- steps trained: ", *run.step, " (`",
-                        names.Name(run.step_source), "`)\n");
+    std::string text =
+        absl::StrCat("\n## Training\n\n- steps trained: ", *run.step, " (`",
+                     names.Name(run.step_source), "`)\n");
+    if (run.first_bad_step > 0) {
+      absl::StrAppend(&text, "- non-finite steps: ", run.bad_steps,
+                      ", skipped, the first at step ", run.first_bad_step,
+                      " (the weights are finite; the run's checkpoints from "
+                      "before that step are its state before them)\n");
+    }
+    return text;
   }
   return absl::StrCat("\n## Training\n\n- steps trained: unknown (no ",
                       kTrainerStateFile, " or ", kBestStateFile, ")\n");
@@ -843,6 +862,8 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
       const Casing casing,
       ResolveCasing(options, run, recorded, summary.tokenizer));
   summary.run_config = recorded ? summary.tokenizer : CasingSource(run);
+  summary.bad_steps = run.bad_steps;
+  summary.first_bad_step = run.first_bad_step;
   XLNET_ASSIGN_OR_RETURN(LoadedModel model,
                          LoadAny(options.checkpoint, options.encoder_only));
   if (pieces > model.config.vocab_size) {

@@ -118,6 +118,11 @@ struct ExportSummary {
   // The spiece.model (its record), config.yaml or tokenizer_config.json the
   // casing came from, "" if it was given.
   std::string run_config;
+  // The source checkpoint's non-finite steps (skipped) and the first of
+  // them, from its trainer_state.json; 0 when it records none. The model
+  // card says so too.
+  int64_t bad_steps = 0;
+  int64_t first_bad_step = 0;
 };
 
 // The tokenizer of a model directory: DIR/spiece.model, else the run

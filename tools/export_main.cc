@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/tool_main.h"
 #include "data_pipeline/tokenizer.h"
@@ -100,6 +101,14 @@ absl::Status Run(int argc, char** argv) {
             << (summary.run_config.empty() ? "the command line"
                                            : summary.run_config)
             << "\n";
+  if (summary.first_bad_step > 0) {
+    XLOG(WARNING) << options.checkpoint << " comes from a run with "
+                  << summary.bad_steps
+                  << " non-finite steps (skipped), the first at step "
+                  << summary.first_bad_step
+                  << "; its weights are finite, and the run's checkpoints "
+                     "from before that step are its state before them";
+  }
   return absl::OkStatus();
 }
 

@@ -803,6 +803,37 @@ TEST_F(ExportTest, ModelCardFromTheRun) {
       << "finetune.max_seq_length of a fine-tuned model";
 }
 
+// A checkpoint of a run that had non-finite steps before it: the summary
+// and the card say how many and from which step (what the divergence guard
+// recorded in trainer_state.json); one without says nothing of them.
+TEST_F(ExportTest, NonFiniteStepsOfTheRunAreReported) {
+  ASSERT_TRUE(WriteStateJson(step_ + "/trainer_state.json", "trainer_state", 1,
+                             {{"step", 5},
+                              {"bad_steps", 2},
+                              {"first_bad_step", 3},
+                              {"skipped_steps", 2}})
+                  .ok());
+  auto o = Options("diverged");
+  auto summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->bad_steps, 2);
+  EXPECT_EQ(summary->first_bad_step, 3);
+  const std::string card = *ReadFile(o.out + "/README.md");
+  EXPECT_TRUE(absl::StrContains(
+      card, "- non-finite steps: 2, skipped, the first at step 3"))
+      << card;
+
+  ASSERT_TRUE(WriteStateJson(step_ + "/trainer_state.json", "trainer_state", 1,
+                             {{"step", 5}})
+                  .ok());
+  o = Options("clean");
+  summary = ExportModel(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->first_bad_step, 0);
+  EXPECT_FALSE(
+      absl::StrContains(*ReadFile(o.out + "/README.md"), "non-finite"));
+}
+
 // A card names files only relative to the run ("checkpoints/step_5",
 // "spiece.model"), never by an absolute path, so it says nothing of the
 // machine that wrote it.
