@@ -52,10 +52,10 @@ class StateSnapshot {
 
   Files files_;
   int64_t bytes_ = 0;
-  // Set while device clones wait to be copied to the host.
-  bool on_device_ = false;
-  // Recorded on the main stream after the clones: the side stream waits
-  // for it (an opaque c10::Event, LibTorch >= 2).
+  // While device clones wait to be copied to the host: their device, and
+  // the event recorded on its main stream after them, which the side stream
+  // waits for (an opaque c10::Event, LibTorch >= 2); null otherwise.
+  std::optional<torch::Device> device_;
   std::shared_ptr<void> clones_done_;
 };
 

@@ -324,12 +324,11 @@ struct Trainer::PendingSave {
   Phase phase = Phase::kStaging;
   std::chrono::steady_clock::time_point start;
   double snapshot_seconds = 0;  // the training thread's share
-  int64_t snapshot_bytes = 0;
   int64_t trained_steps = 0;  // steps trained while it was written
   // Rank 0 lost the run's lock: nothing is written by any rank.
   bool lock_lost = false;
   // The copies (background) or the live tensors (not) to write: this
-  // rank's per-rank files, and on rank 0 also kModelFile/kOptimizerFile.
+  // rank's per-rank files, and on rank 0 also kWeightsFile/kOptimizerFile.
   std::unique_ptr<StateSnapshot> snapshot;
   StateSnapshot::Files live;
   // Rank 0: what the commit writes beside the tensors, and the manager it
@@ -351,11 +350,6 @@ struct Trainer::PendingSave {
 };
 
 Trainer::~Trainer() = default;
-
-namespace {
-// The snapshot's key of the model's tensors (rank 0).
-constexpr char kModelFileKey[] = "model.safetensors";
-}  // namespace
 
 absl::Status Trainer::Save(int64_t step, bool background) {
   XLNET_RETURN_IF_ERROR(StartSave(step, background));
@@ -389,12 +383,11 @@ absl::Status Trainer::StartSave(int64_t step, bool background) {
     own = CatchExceptions(absl::StrCat("saving ", save->name), [&]() {
       files[RngFile(rank())] = {{"cpu", CpuRngState()}};
       if (rank() == 0) {
-        files[kModelFileKey] = unit_->StateDict();
+        files[kWeightsFile] = unit_->StateDict();
         files[kOptimizerFile] = optimizer_->StateTensors();
       }
       if (background) {
         save->snapshot = StateSnapshot::Take(files);
-        save->snapshot_bytes = save->snapshot->bytes();
       } else {
         save->live = std::move(files);
       }
@@ -453,10 +446,10 @@ std::array<double, 2> Trainer::SaveProgress() const {
 absl::Status Trainer::AdvanceSave(double done, double failed) {
   PendingSave* save = pending_save_.get();
   if (!save) return absl::OkStatus();
-  const std::string unchanged =
-      "; nothing was committed (the previous checkpoint stays the newest)";
   if (save->phase == PendingSave::Phase::kStaging) {
     if (failed > 0) {
+      const std::string unchanged =
+          "; nothing was committed (the previous checkpoint stays the newest)";
       // Every rank sees the failure at this step: which ranks could not
       // stage their files (one more collective), then the error.
       std::unique_ptr<PendingSave> ended = std::move(pending_save_);
@@ -485,7 +478,7 @@ absl::Status Trainer::AdvanceSave(double done, double failed) {
     auto commit = [this, save]() -> absl::Status {
       StateSnapshot::Files& all = save->Files();
       CheckpointContents contents;
-      contents.model = std::move(all[kModelFileKey]);
+      contents.model = std::move(all[kWeightsFile]);
       contents.tensor_files[kOptimizerFile] = std::move(all[kOptimizerFile]);
       contents.text_files = save->text_files;
       contents.staging_dir = save->staging;
@@ -522,7 +515,7 @@ absl::Status Trainer::AdvanceSave(double done, double failed) {
           "saved checkpoint %s in the background in %.2f s while %d steps "
           "trained (%.3f s on the training thread to copy %d bytes; %s)",
           checkpoints_.StepDir(ended->step), seconds, ended->trained_steps,
-          ended->snapshot_seconds, ended->snapshot_bytes, sizes);
+          ended->snapshot_seconds, ended->snapshot->bytes(), sizes);
     } else {
       XLOG(INFO) << absl::StrFormat("saved checkpoint %s in %.2f s (%s)",
                                     checkpoints_.StepDir(ended->step), seconds,
