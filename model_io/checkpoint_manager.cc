@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -122,6 +123,42 @@ std::optional<int64_t> CheckpointManager::NewestBefore(int64_t step) const {
     if (s < step) newest = s;
   }
   return newest;
+}
+
+absl::StatusOr<std::string> CheckpointManager::SetAsideNewerThan(
+    int64_t step) const {
+  std::vector<int64_t> newer;
+  for (int64_t s : ListSteps()) {
+    if (s > step) newer.push_back(s);
+  }
+  if (newer.empty()) return std::string();
+  const std::string parent = checkpoints_dir_ + "/" + kAbandonedDir;
+  XLNET_RETURN_IF_ERROR(MakeDirs(parent));
+  // A fresh directory per resume: the same step may be resumed from again.
+  const std::string base = absl::StrCat(parent, "/after_step_", step);
+  std::string target = base;
+  constexpr int kMaxSameStep = 1000;
+  for (int i = 2; PathExists(target); ++i) {
+    if (i > kMaxSameStep) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          base, ": ", kMaxSameStep,
+          " earlier timelines from this step are kept; delete the ones no "
+          "longer needed"));
+    }
+    target = absl::StrCat(base, ".", i);
+  }
+  XLNET_RETURN_IF_ERROR(MakeDirs(target));
+  for (int64_t s : newer) {
+    const std::string from = StepDir(s);
+    const std::string to = absl::StrCat(target, "/step_", s);
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat(from, ": cannot move to ", to,
+                                              ": ", std::strerror(errno)));
+    }
+  }
+  XLNET_RETURN_IF_ERROR(SyncDir(target));
+  XLNET_RETURN_IF_ERROR(SyncDir(checkpoints_dir_));
+  return target;
 }
 
 absl::Status CheckpointManager::CheckFreeSpace(int64_t step) const {

@@ -6,6 +6,9 @@
 // rank 0 checksums only the shared files it writes. A
 // checkpoint whose manifest is missing or does not match its files is never
 // loaded; LatestValid() falls back to the newest one that verifies.
+// RUN/checkpoints/abandoned/ holds the checkpoints of timelines a resume
+// from an older checkpoint left behind (SetAsideNewerThan); nothing lists,
+// loads or prunes them.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,9 @@
 #include "model_io/model_dir.h"
 
 namespace xlnet {
+
+// RUN/checkpoints/abandoned/: the timelines SetAsideNewerThan moved away.
+inline constexpr char kAbandonedDir[] = "abandoned";
 
 // Everything a checkpoint holds besides the model config.
 struct CheckpointContents {
@@ -101,6 +107,18 @@ class CheckpointManager {
 
   // Steps of the checkpoints present (verified or not), ascending.
   std::vector<int64_t> ListSteps() const;
+
+  // Moves every checkpoint newer than `step` into
+  // checkpoints/abandoned/after_step_<step>/ (after_step_<step>.2/, ... when
+  // that exists), unchanged, and returns that directory ("" when none was
+  // newer). A run resumed from an older checkpoint (by hand, or past newer
+  // ones that do not verify) starts a new timeline: left in place, the old
+  // timeline's newest would be what `--resume latest` picks next, and
+  // pruning, which keeps the highest steps, would remove the new
+  // timeline's checkpoints before the old one's. Each move is one rename;
+  // a process killed between two leaves the rest in place for the next
+  // call. Nothing is deleted.
+  absl::StatusOr<std::string> SetAsideNewerThan(int64_t step) const;
 
   // The newest checkpoint directory that verifies; nullopt when there is no
   // checkpoint at all. Newer ones that do not verify are skipped with one

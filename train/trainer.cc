@@ -285,6 +285,28 @@ absl::Status Trainer::TruncateMetricsAfter(int64_t step) {
   return WriteFileAtomic(path, kept);
 }
 
+absl::Status Trainer::SetAsideNewerCheckpoints(const std::string& restored,
+                                               int64_t step) {
+  XLNET_ASSIGN_OR_RETURN(const std::string aside,
+                         checkpoints_.SetAsideNewerThan(step));
+  if (aside.empty()) return absl::OkStatus();
+  const std::string metrics = RunPath(options_.run_dir, kMetricsFile);
+  if (PathExists(metrics)) {
+    XLNET_ASSIGN_OR_RETURN(const std::string text,
+                           ReadFile(metrics, kMaxMetricsBytes));
+    XLNET_RETURN_IF_ERROR(
+        WriteFileAtomic(absl::StrCat(aside, "/", kMetricsFile), text));
+  }
+  XLOG(WARNING) << "resuming " << restored << " (step " << step
+                << "): the run's checkpoints after step " << step
+                << " belong to the timeline this resume leaves; they were "
+                   "moved, unchanged, with a copy of "
+                << kMetricsFile << ", to " << aside
+                << " (--resume latest will not pick them; delete the "
+                   "directory when it is no longer needed)";
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::CheckRunLock(const std::string& what) const {
   if (!options_.check_run_lock) return absl::OkStatus();
   const absl::Status status = options_.check_run_lock();
@@ -790,6 +812,9 @@ absl::Status Trainer::Prepare() {
         resumed, CompareResumedSettings(restored, options_.config_yaml,
                                         options_.allow_changed_settings,
                                         /*report=*/rank() == 0));
+  }
+  if (rank() == 0 && !restored.empty()) {
+    XLNET_RETURN_IF_ERROR(SetAsideNewerCheckpoints(restored, restored_step));
   }
   if (rank() == 0) {
     XLNET_RETURN_IF_ERROR(WriteRunSettings(options_.run_dir, restored_step,

@@ -367,6 +367,13 @@ class Trainer {
   absl::Status TensorBoardScalars(const nlohmann::json& line,
                                   const std::string& prefix);
   absl::Status TruncateMetricsAfter(int64_t step);
+  // Rank 0, resuming `restored` at `step`: checkpoints newer than `step`
+  // belong to a timeline this run leaves (a resume by hand from an older
+  // checkpoint, or past newer ones that do not verify); they move, kept,
+  // to checkpoints/abandoned/ (CheckpointManager::SetAsideNewerThan) with a
+  // copy of metrics.jsonl as it was, and a warning names where.
+  absl::Status SetAsideNewerCheckpoints(const std::string& restored,
+                                        int64_t step);
   int rank() const;
   int world_size() const;
 

@@ -328,6 +328,39 @@ TEST(CheckpointTest, PruningKeepsTheNewestCheckpointBeforeAStep) {
   EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{60, 70}));
 }
 
+// Checkpoints newer than a step move, unchanged and still verifying, into
+// abandoned/after_step_<step>/ (.2 for a second resume from that step);
+// nothing lists or prunes them there, and a later save is pruned among the
+// remaining ones only.
+TEST(CheckpointTest, SetAsideNewerThanMovesTheLaterTimeline) {
+  testing::TempDir tmp;
+  CheckpointManager manager(tmp.path(), /*keep=*/2);
+  for (int64_t step : {10, 20, 30}) {
+    ASSERT_TRUE(manager.Save(step, TinyModel(), Contents(step)).ok());
+  }
+  ASSERT_EQ(manager.ListSteps(), (std::vector<int64_t>{20, 30}));
+  auto none = manager.SetAsideNewerThan(30);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, "");
+  auto aside = manager.SetAsideNewerThan(10);
+  ASSERT_TRUE(aside.ok()) << aside.status();
+  EXPECT_EQ(*aside, tmp.Join("checkpoints/abandoned/after_step_10"));
+  EXPECT_TRUE(manager.ListSteps().empty());
+  EXPECT_TRUE(VerifyChecksums(*aside + "/step_20").ok());
+  EXPECT_TRUE(VerifyChecksums(*aside + "/step_30").ok());
+  for (int64_t step : {20, 30, 40}) {
+    ASSERT_TRUE(manager.Save(step, TinyModel(), Contents(step)).ok());
+  }
+  EXPECT_EQ(manager.ListSteps(), (std::vector<int64_t>{30, 40}));
+  EXPECT_TRUE(PathExists(*aside + "/step_20"));
+  auto again = manager.SetAsideNewerThan(10);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, tmp.Join("checkpoints/abandoned/after_step_10.2"));
+  EXPECT_TRUE(PathExists(*again + "/step_30"));
+  EXPECT_TRUE(PathExists(*again + "/step_40"));
+  EXPECT_TRUE(PathExists(*aside + "/step_30"));
+}
+
 TEST(CheckpointTest, NoCheckpoints) {
   testing::TempDir tmp;
   CheckpointManager manager(tmp.path(), 3);

@@ -695,6 +695,55 @@ bool CheckpointWeightsFinite(const std::string& dir) {
   return true;
 }
 
+// A resume by hand from a checkpoint older than the run's newest (as the
+// divergence advice suggests: an older step and a lower lr) starts a new
+// timeline. The newer checkpoints move, unchanged, with the old metrics,
+// to checkpoints/abandoned/after_step_4/; without that, pruning (2 kept)
+// removed the new timeline's step_4 and step_8 for the old step_12, and
+// --resume latest went back to the old timeline.
+TEST(TrainerTest, ResumeFromAnOlderCheckpointSetsTheNewerOnesAside) {
+  testing::TempDir tmp;
+  {
+    RegressionUnit unit(8);
+    ASSERT_TRUE(Trainer(Options(tmp.path(), 12), &unit, nullptr).Run().ok());
+  }
+  const std::string old_metrics = *ReadFile(tmp.Join("metrics.jsonl"));
+  TrainerOptions options = Options(tmp.path(), 8);
+  options.train.keep_checkpoints = 2;
+  options.train.lr = 0.02;
+  options.config_yaml = "train:\n  lr: 0.02\n";
+  options.resume = tmp.Join("checkpoints/step_4");
+  RegressionUnit unit(8);
+  auto result = Trainer(options, &unit, nullptr).Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{4, 8}));
+  const std::string aside = tmp.Join("checkpoints/abandoned/after_step_4");
+  for (const char* step : {"step_8", "step_12"}) {
+    EXPECT_TRUE(VerifyChecksums(aside + "/" + step).ok()) << step;
+  }
+  auto aside_metrics = ReadFile(aside + "/metrics.jsonl");
+  ASSERT_TRUE(aside_metrics.ok()) << aside_metrics.status();
+  EXPECT_EQ(*aside_metrics, old_metrics);
+  EXPECT_EQ(Losses(ReadMetrics(tmp.path())).size(), 8u);
+  // The new step_8 is this run's (lr 0.02), not the old one.
+  auto kept = ReadModelDir(tmp.Join("checkpoints/step_8"));
+  auto old = ReadModelDir(aside + "/step_8");
+  ASSERT_TRUE(kept.ok() && old.ok());
+  const char* weight = "transformer.layer.0.ff.layer_1.weight";
+  EXPECT_TRUE(torch::equal(*kept->Tensor(weight), unit.linear_->weight));
+  EXPECT_FALSE(torch::equal(*kept->Tensor(weight), *old->Tensor(weight)));
+  // --resume latest continues the new timeline.
+  TrainerOptions latest = options;
+  latest.resume = "latest";
+  latest.train.max_steps = 10;
+  RegressionUnit next(8);
+  auto resumed = Trainer(latest, &next, nullptr).Run();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->steps, 10);
+  EXPECT_EQ(CheckpointSteps(tmp.path()), (std::vector<int64_t>{8, 10}));
+  EXPECT_FALSE(PathExists(aside + ".2"));
+}
+
 // A run diverging at step 10 (max_bad_steps 3, a checkpoint every 4 steps,
 // 2 kept), then restarted 5 times from `latest` as torchrun --max_restarts
 // or a requeue would: every attempt fails, each restart stops after one
