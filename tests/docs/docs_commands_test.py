@@ -227,8 +227,8 @@ class Checker:
       # sbatch --help reads a config first; this one names no real cluster.
       f.write("ClusterName=docs\nSlurmctldHost=localhost\n")
 
-  def flags_of(self, argv, env=None):
-    """The --flags that `argv --help` lists (lines starting with -)."""
+  def help_of(self, argv, env=None):
+    """(text, --flags listed) of `argv --help` (flags: lines starting -)."""
     key = tuple(argv)
     if key not in self.helps:
       try:
@@ -242,17 +242,16 @@ class Checker:
       for line in out.split("\n"):
         if line.strip().startswith("-"):
           flags.update(re.findall(r"--[\w-]+", line))
-      self.helps[key] = flags
+      self.helps[key] = (out, flags)
     return self.helps[key]
 
   def check_flags(self, tokens, argv, what, errors, env=None):
-    listed = self.flags_of(argv, env)
+    listed = self.help_of(argv, env)[1]
     if not listed:
       errors.append(f"{what} --help lists no flags")
       return
-    for token in tokens:
-      flag = token.strip("[]|").split("=", 1)[0]
-      if re.fullmatch(r"--[\w-]+", flag) and flag not in listed:
+    for flag in flags_in(tokens):
+      if flag not in listed:
         errors.append(f"{flag}: not a flag of {what} (its --help)")
 
   def check_repo_paths(self, tokens, errors):
@@ -272,8 +271,8 @@ class Checker:
       argv += ["--set", s]
     p = subprocess.run(argv, capture_output=True, text=True, cwd=self.tmp)
     if p.returncode != 0:
-      errors.append(f"xlnet-inspect {config} --set ...: "
-                    f"{p.stderr.strip().splitlines()[-1:]}")
+      last = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
+      errors.append(f"xlnet-inspect {config} --set ...: {last}")
 
   def check_script(self, path, tokens, errors, executable=True):
     full = os.path.join(self.src, path)
@@ -292,9 +291,8 @@ class Checker:
       p = subprocess.run(["bash", "-n", full], capture_output=True, text=True)
       if p.returncode != 0:
         errors.append(f"{path}: bash -n: {p.stderr.strip()}")
-    for token in tokens:
-      flag = token.strip("[]|").split("=", 1)[0]
-      if re.fullmatch(r"--[\w-]+", flag) and flag not in text:
+    for flag in flags_in(tokens):
+      if flag not in text:
         errors.append(f"{flag}: {path} does not mention it")
     return text
 
@@ -306,7 +304,11 @@ class Checker:
       return
     argv = [tool]
     name = os.path.basename(tool)
-    if name in ("xlnet-data", "xlnet-lm") and len(tokens) > 1:
+    # A tool of verbs (usage: xlnet-data VERB [flags]): the verb's --help.
+    if re.search(rf"usage: {name} VERB", self.help_of(argv)[0]):
+      if len(tokens) < 2 or tokens[1].startswith("-"):
+        errors.append(f"{name}: no verb")
+        return
       argv.append(tokens[1])
     self.check_flags(tokens[1:], argv, " ".join([name] + argv[1:]), errors)
 
@@ -389,6 +391,12 @@ class Checker:
     return errors
 
 
+def flags_in(tokens):
+  """The --flags among a command's words ([--flag] and --flag=value too)."""
+  flags = (t.strip("[]|").split("=", 1)[0] for t in tokens)
+  return [f for f in flags if re.fullmatch(r"--[\w-]+", f)]
+
+
 def make_user_files(names, tmp, src):
   """The files a run needs that a user would bring (commands.USER_FILES)."""
   for name in names:
@@ -400,7 +408,8 @@ def make_user_files(names, tmp, src):
 def run_entry(entry, command, tmp, python, src):
   """Runs one entry's command; returns (problems, skipped message or None)."""
   if entry["python"] and python is None:
-    return [], "no Python with transformers (XLNET_CHECK_PYTHON)"
+    return [], ("no Python with transformers (XLNET_CHECK_PYTHON; "
+                "scripts/setup_python.sh makes BUILD_DIR/pyenv)")
   text = command.text
   for old, new in entry["subst"]:
     if old not in text:
