@@ -31,17 +31,18 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 
 
 def run(cmd, subst=(), append="", files=(), before="", expect=(), exit=0,
         python=False):
   return dict(cmd=cmd, reason=None, subst=list(subst), append=append,
               files=list(files), before=before, expect=list(expect),
-              exit=exit, python=python)
+              exit=exit, python=python, line=sys._getframe(1).f_lineno)
 
 
 def check(cmd, reason):
-  return dict(cmd=cmd, reason=reason)
+  return dict(cmd=cmd, reason=reason, line=sys._getframe(1).f_lineno)
 
 
 # Few steps of the tiny configs, one thread: the docs' runs in seconds.
