@@ -54,7 +54,8 @@ TINY_FT = ("--set train.max_steps=4 --set train.eval_steps=2 "
 # xlnet-data prepare's inputs as tools.md names them, for the runs below.
 PREPARE = "--input 'corpus/*.txt' --tokenizer spiece.model"
 PRETRAIN = "--config configs/tiny.yaml --data prepared/ --out runs/x"
-GPU = "needs a GPU (train.device=cuda; xlnet-inspect accepts the key and value on a CPU build)"
+GPU = ("needs a GPU (train.device=cuda; xlnet-inspect accepts the key and "
+       "the value on a CPU build, so both are checked)")
 
 
 def steps(n):
@@ -93,7 +94,8 @@ ENTRIES = [
           "8 GPUs; " + GPU),
     run("build/bin/xlnet-finetune --config configs/tiny-finetune.yaml "
         "--task classification --init runs/mine/pretrain/checkpoints/step_4000 "
-        "--tokenizer runs/mine/spiece.model --train data/sample/genre_train.tsv "
+        "--tokenizer runs/mine/spiece.model "
+        "--train data/sample/genre_train.tsv "
         "--dev data/sample/genre_dev.tsv --test data/sample/genre_test.tsv "
         "--out runs/mine/finetune --resume latest",
         subst=[("step_4000", "step_4")], append=TINY_FT,
@@ -169,7 +171,8 @@ ENTRIES = [
         files=["corpus.txt"]),
     run("build/bin/xlnet-data prepare --input 'corpus/*.txt' "
         "--tokenizer spiece.model --out data/ --workers 8",
-        subst=[("data/", "prepared/"), ("--workers 8", "--workers 2")], files=["corpus/"]),
+        subst=[("data/", "prepared/"), ("--workers 8", "--workers 2")],
+        files=["corpus/"]),
     run("build/bin/xlnet-data prepare --input 'web/*.jsonl.zst' "
         "--json_key text ...",
         subst=[("...", "--tokenizer spiece.model --out prepared_web/")],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""CTest xlnet_docs_commands_test: every command line of the docs, run or checked.
+"""CTest xlnet_docs_commands_test: each command of the docs, run or checked.
 
-  docs_commands_test.py BUILD_DIR SOURCE_DIR [--list] [--keep]
+  docs_commands_test.py BUILD_DIR SOURCE_DIR [--list] [--check_only] [--keep]
 
 Extracts every command from the fenced code blocks of README.md and
 docs/*.md (the rules are in extract_commands below) and matches each with
@@ -357,10 +357,11 @@ class Checker:
             if t.strip("[") == "--set"]
     sets = [s.rstrip("]") for s in sets]
     config = "configs/tiny.yaml"
+    given = []
     if "--config" in tokens:
-      given = tokens[tokens.index("--config") + 1]
-      if given.startswith("configs/"):
-        config = given
+      given = tokens[tokens.index("--config") + 1:][:1]
+    if given and given[0].startswith("configs/"):
+      config = given[0]
     if program == "torchrun":
       if "--no_python" not in tokens:
         errors.append("torchrun without --no_python: not one of our tools")
@@ -538,7 +539,8 @@ def main():
     start = time.monotonic()
     for entry in commands.ENTRIES:
       for c in by_key.get(entry["cmd"], []):
-        for problem in checker.check(c, static_sets=entry["reason"] is not None):
+        not_run = entry["reason"] is not None
+        for problem in checker.check(c, static_sets=not_run):
           failures.append(f"{c.where()}: {c.key}: {problem}")
         checks += 1
     check_seconds = time.monotonic() - start
