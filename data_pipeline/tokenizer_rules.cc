@@ -9,80 +9,10 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "config/config_keys.h"
+#include "data_pipeline/protobuf_wire.h"
 
 namespace xlnet::data {
 namespace {
-
-// One top-level field of a serialized message: bytes [begin, end) hold its
-// tag and value; for a length-delimited field, [payload, end) the value.
-struct WireField {
-  uint64_t number = 0;
-  size_t begin = 0;
-  size_t payload = 0;
-  size_t end = 0;
-};
-
-bool ReadVarint(const std::string& bytes, size_t* pos, uint64_t* value) {
-  *value = 0;
-  for (int shift = 0; shift < 64 && *pos < bytes.size(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(bytes[(*pos)++]);
-    *value |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-void WriteVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-// The top-level fields of `bytes` (protobuf wire format; groups, which
-// ModelProto does not use, are refused).
-absl::StatusOr<std::vector<WireField>> TopLevelFields(
-    const std::string& bytes, const std::string& source) {
-  std::vector<WireField> fields;
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    WireField f;
-    f.begin = pos;
-    uint64_t tag = 0;
-    bool ok = ReadVarint(bytes, &pos, &tag);
-    f.number = tag >> 3;
-    uint64_t n = 0;
-    switch (tag & 7) {
-      case 0:  // varint
-        ok = ok && ReadVarint(bytes, &pos, &n);
-        break;
-      case 1:  // fixed64
-        ok = ok && bytes.size() - pos >= 8;
-        pos += ok ? 8 : 0;
-        break;
-      case 2:  // length-delimited
-        ok = ok && ReadVarint(bytes, &pos, &n) && n <= bytes.size() - pos;
-        f.payload = pos;
-        pos += ok ? n : 0;
-        break;
-      case 5:  // fixed32
-        ok = ok && bytes.size() - pos >= 4;
-        pos += ok ? 4 : 0;
-        break;
-      default:
-        ok = false;
-    }
-    if (!ok || f.number == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": not a SentencePiece model (malformed protobuf at byte ",
-          f.begin, ")"));
-    }
-    f.end = pos;
-    fields.push_back(f);
-  }
-  return fields;
-}
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
@@ -94,7 +24,7 @@ bool RuleValue(const TextRules& rules, const std::string& rule) {
 
 absl::StatusOr<std::string> WithoutTextRules(const std::string& model_bytes) {
   XLNET_ASSIGN_OR_RETURN(const std::vector<WireField> fields,
-                         TopLevelFields(model_bytes, "the tokenizer"));
+                         MessageFields(model_bytes, "the tokenizer"));
   std::string out;
   out.reserve(model_bytes.size() + 64);
   for (const WireField& f : fields) {
@@ -120,7 +50,7 @@ absl::StatusOr<std::string> RecordTextRules(const std::string& model_bytes,
 absl::StatusOr<std::optional<TextRules>> RecordedTextRules(
     const std::string& model_bytes, const std::string& source) {
   XLNET_ASSIGN_OR_RETURN(const std::vector<WireField> fields,
-                         TopLevelFields(model_bytes, source));
+                         MessageFields(model_bytes, source));
   std::optional<TextRules> recorded;
   for (const WireField& f : fields) {
     if (f.number != kTextRulesField) continue;

@@ -35,6 +35,7 @@ constexpr uint64_t kMetricsTailBytes = uint64_t{1} << 20;
 
 constexpr char kTokenizerConfigFile[] = "tokenizer_config.json";
 constexpr char kSpecialTokensFile[] = "special_tokens_map.json";
+constexpr char kFastTokenizerFile[] = "tokenizer.json";
 constexpr char kModelCardFile[] = "README.md";
 
 // The marker's "format" (a state file, StateJsonText) and its version.
@@ -47,8 +48,8 @@ constexpr int kExportMarkerVersion = 1;
 const std::set<std::string>& ExportEntries() {
   static const auto* entries = new std::set<std::string>{
       kConfigFile,          kWeightsFile,       kTokenizerFile,
-      kTokenizerConfigFile, kSpecialTokensFile, kModelCardFile,
-      kExportMarkerFile,    kChecksumsFile};
+      kTokenizerConfigFile, kSpecialTokensFile, kFastTokenizerFile,
+      kModelCardFile,       kExportMarkerFile,  kChecksumsFile};
   return *entries;
 }
 
@@ -862,6 +863,19 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
       const Casing casing,
       ResolveCasing(options, run, recorded, summary.tokenizer));
   summary.run_config = recorded ? summary.tokenizer : CasingSource(run);
+  std::string fast_tokenizer;
+  if (options.tokenizer_json) {
+    absl::StatusOr<std::string> json = options.tokenizer_json(
+        tokenizer_bytes, summary.tokenizer,
+        TokenizerCasing{casing.uncased, casing.keep_accents});
+    if (json.ok()) {
+      fast_tokenizer = *std::move(json);
+    } else {
+      summary.no_fast_tokenizer = std::string(json.status().message());
+    }
+  } else {
+    summary.no_fast_tokenizer = "not asked for";
+  }
   summary.bad_steps = run.bad_steps;
   summary.first_bad_step = run.first_bad_step;
   XLNET_ASSIGN_OR_RETURN(LoadedModel model,
@@ -918,6 +932,10 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
         XLNET_RETURN_IF_ERROR(
             WriteFileAtomic(writer.Path(kSpecialTokensFile),
                             SpecialTokensMap().dump(2) + "\n"));
+        if (!fast_tokenizer.empty()) {
+          XLNET_RETURN_IF_ERROR(
+              WriteFileAtomic(writer.Path(kFastTokenizerFile), fast_tokenizer));
+        }
         XLNET_RETURN_IF_ERROR(
             WriteFileAtomic(writer.Path(kModelCardFile), card));
         XLNET_RETURN_IF_ERROR(WriteStateJson(writer.Path(kExportMarkerFile),

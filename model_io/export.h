@@ -104,6 +104,16 @@ struct ExportOptions {
   std::function<absl::StatusOr<std::optional<TokenizerCasing>>(
       const std::string& bytes, const std::string& path)>
       tokenizer_casing;
+  // tokenizer.json (HF's fast tokenizer) for spiece.model's bytes (`path`
+  // names it in errors) with the export's casing; xlnet-export passes
+  // data::HfTokenizerJson. Unset, or an error (a tokenizer the format cannot
+  // express): no tokenizer.json, and transformers converts spiece.model
+  // itself, which differs around user-defined pieces
+  // (ExportSummary::no_fast_tokenizer says why).
+  std::function<absl::StatusOr<std::string>(const std::string& bytes,
+                                            const std::string& path,
+                                            const TokenizerCasing& casing)>
+      tokenizer_json;
   // The tokenizer's casing when neither spiece.model nor the source records
   // it (required then); otherwise a given value must equal the recorded one.
   std::optional<bool> uncased;
@@ -123,6 +133,8 @@ struct ExportSummary {
   // card says so too.
   int64_t bad_steps = 0;
   int64_t first_bad_step = 0;
+  // Why no tokenizer.json was written ("" when one was).
+  std::string no_fast_tokenizer;
 };
 
 // The tokenizer of a model directory: DIR/spiece.model, else the run

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Loads xlnet-export directories in HuggingFace transformers and checks them.
 
-  check_hf_export.py MODEL_DIR... [--text FILE --prepared DIR]
-                     [--slow_text FILE --slow_prepared DIR]
+  check_hf_export.py MODEL_DIR... [--text FILE --prepared DIR]...
                      [--tsv DEV.tsv --predictions RUN/predictions_dev.tsv
                       [--max_prob_diff X]] [--device cpu|cuda] [--max_length N]
 
@@ -19,16 +18,13 @@ For every MODEL_DIR:
    tokens are ours and which lowercases exactly when tokenizer_config.json's
    do_lower_case says (the ids of a mixed-case text equal spiece.model's ids
    of the text, lowercased for an uncased model).
-3. With --text/--prepared: the ids of FILE's text (one line, no special
-   tokens) from AutoTokenizer and from AutoTokenizer(use_fast=False) equal
-   the ids that `xlnet-data prepare --input FILE` wrote to
-   DIR/shard-00000.bin with the directory's spiece.model (xlnet.cpp's
-   tokenizer with its text rules; the shard's final <eod> aside).
-   --slow_text/--slow_prepared: the same with use_fast=False alone, for text
-   where the fast tokenizer is known to differ: it makes spiece.model's
-   user-defined pieces (. ( ) " - and others) added tokens, splits the text
-   at them and starts the next word with U+2581, where SentencePiece does
-   not (`a.b`: fast '▁a' '.' '▁b', SentencePiece '▁a' '.' 'b').
+3. With --text/--prepared (repeatable): the ids of FILE's text (its lines,
+   one document; no special tokens) from AutoTokenizer (the fast tokenizer,
+   from the export's tokenizer.json when it has one) and from
+   AutoTokenizer(use_fast=False) equal the ids that `xlnet-data prepare
+   --input FILE` wrote to DIR/shard-00000.bin with the directory's
+   spiece.model (xlnet.cpp's tokenizer with its text rules, line by line;
+   the shard's final <eod> aside).
 4. With --tsv/--predictions, for each sequence classifier: HF's predictions on
    the TSV's `sentence` column agree with xlnet-finetune's predictions file,
    row by row (at least --min_agreement), and with --max_prob_diff every
@@ -80,21 +76,27 @@ def shard_ids(prepared_dir):
 
 
 def ids_equal(text_file, prepared_dir, tokenizers):
-  """Whether each tokenizer's ids of text_file's line equal the ids that
-  xlnet-data prepare wrote for it to prepared_dir (check 3)."""
+  """Whether each tokenizer's ids of text_file's lines (one sentence each,
+  tokenized apart as xlnet-data prepare does) equal the ids that prepare
+  wrote for them to prepared_dir (check 3)."""
   with open(text_file) as f:
-    text = f.read().rstrip("\n")
+    lines = [line.strip() for line in f if line.strip()]
   ours = shard_ids(prepared_dir)
   if ours and ours[-1] == EOD_ID:
     ours = ours[:-1]
   for tok in tokenizers:
-    hf_ids = tok(text, add_special_tokens=False)["input_ids"]
+    hf_ids = [i for line in lines
+              for i in tok(line, add_special_tokens=False)["input_ids"]]
     print(f"{text_file}: {type(tok).__name__} {len(hf_ids)} ids, "
           f"xlnet-data prepare {len(ours)} ids: "
           f"{'equal' if hf_ids == ours else 'DIFFER'}")
     if hf_ids != ours:
-      print(f"  transformers: {tok.convert_ids_to_tokens(hf_ids)}\n"
-            f"  xlnet.cpp:    {tok.convert_ids_to_tokens(ours)}")
+      at = next((k for k, (a, b) in enumerate(zip(hf_ids, ours)) if a != b),
+                min(len(hf_ids), len(ours)))
+      window = slice(max(0, at - 8), at + 8)
+      print(f"  first difference at id {at}:\n"
+            f"  transformers: {tok.convert_ids_to_tokens(hf_ids[window])}\n"
+            f"  xlnet.cpp:    {tok.convert_ids_to_tokens(ours[window])}")
       return False
   return True
 
@@ -102,13 +104,10 @@ def ids_equal(text_file, prepared_dir, tokenizers):
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
   ap.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR")
-  ap.add_argument("--text", help="a one-line text file (check 3)")
-  ap.add_argument("--prepared",
-                  help="xlnet-data prepare's output for --text (check 3)")
-  ap.add_argument("--slow_text",
-                  help="a one-line text file for use_fast=False (check 3)")
-  ap.add_argument("--slow_prepared",
-                  help="xlnet-data prepare's output for --slow_text")
+  ap.add_argument("--text", action="append", default=[],
+                  help="a text file, one document (check 3; repeatable)")
+  ap.add_argument("--prepared", action="append", default=[],
+                  help="xlnet-data prepare's output for each --text")
   ap.add_argument("--tsv")
   ap.add_argument("--predictions")
   ap.add_argument("--device", default="cpu")
@@ -118,6 +117,8 @@ def main():
   ap.add_argument("--max_prob_diff", type=float,
                   help="largest allowed |HF - xlnet-finetune| probability")
   args = ap.parse_args()
+  if len(args.text) != len(args.prepared):
+    ap.error("give one --prepared for each --text")
   failed = [d for d in args.model_dirs if check(d, args) != 0]
   if failed:
     print(f"FAILED: {failed}")
@@ -162,14 +163,12 @@ def check(model_dir, args):
                    "mask": "<mask>"}):
     print(f"tokenizer disagrees with spiece.model: expected {want}")
     return 1
-  if args.text or args.slow_text:
+  if args.text:
     # SentencePiece-backed (transformers 4; 5 has no separate slow one).
     slow = transformers.AutoTokenizer.from_pretrained(model_dir,
                                                       use_fast=False)
-    for text_file, prepared, tokenizers in (
-        (args.text, args.prepared, (tok, slow)),
-        (args.slow_text, args.slow_prepared, (slow,))):
-      if text_file and not ids_equal(text_file, prepared, tokenizers):
+    for text_file, prepared in zip(args.text, args.prepared):
+      if not ids_equal(text_file, prepared, (tok, slow)):
         return 1
   if not args.tsv or arch != "XLNetForSequenceClassification":
     return 0

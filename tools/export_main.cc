@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/tool_main.h"
+#include "data_pipeline/hf_tokenizer_json.h"
 #include "data_pipeline/tokenizer.h"
 #include "data_pipeline/tokenizer_rules.h"
 #include "model_io/export.h"
@@ -38,11 +39,12 @@ absl::Status Run(int argc, char** argv) {
       "  model as the checkpoint holds it (XLNetLMHeadModel,\n"
       "  XLNetForSequenceClassification, XLNetForQuestionAnswering), or with\n"
       "  --encoder_only the backbone as XLNetModel. Also "
-      "tokenizer_config.json\n"
-      "  and special_tokens_map.json (casing as spiece.model records it;\n"
-      "  for a tokenizer without a record from the run's config.yaml, found\n"
+      "tokenizer_config.json,\n"
+      "  special_tokens_map.json and tokenizer.json (transformers' fast\n"
+      "  tokenizer, with SentencePiece's ids), cased as spiece.model records\n"
+      "  it (for a tokenizer without a record: the run's config.yaml, found\n"
       "  as spiece.model is, else DIR/tokenizer_config.json, else --uncased\n"
-      "  and --keep_accents are required) and a README.md model card.\n"
+      "  and --keep_accents are required), and a README.md model card.\n"
       "  --out must be new or empty, or an earlier export (marked by its\n"
       "  xlnet_export.json) to replace with --overwrite.");
   flags.AddString("checkpoint", &options.checkpoint,
@@ -92,6 +94,13 @@ absl::Status Run(int argc, char** argv) {
     if (!rules) return std::nullopt;
     return xlnet::TokenizerCasing{rules->uncased, rules->keep_accents};
   };
+  options.tokenizer_json =
+      [](const std::string& bytes, const std::string& path,
+         const xlnet::TokenizerCasing& casing) -> absl::StatusOr<std::string> {
+    return xlnet::data::HfTokenizerJson(
+        bytes, xlnet::data::TextRules{casing.uncased, casing.keep_accents},
+        xlnet::data::SpecialPieces(), path);
+  };
   XLNET_ASSIGN_OR_RETURN(const xlnet::ExportSummary summary,
                          xlnet::ExportModel(options));
   std::cout << "exported " << options.out << ": " << summary.architecture
@@ -101,6 +110,13 @@ absl::Status Run(int argc, char** argv) {
             << (summary.run_config.empty() ? "the command line"
                                            : summary.run_config)
             << "\n";
+  if (!summary.no_fast_tokenizer.empty()) {
+    XLOG(WARNING) << "no tokenizer.json written (" << summary.no_fast_tokenizer
+                  << "); transformers' fast tokenizer will convert "
+                     "spiece.model itself, and its ids differ from "
+                     "SentencePiece's around user-defined pieces: load with "
+                     "use_fast=False for the ids the model was trained on";
+  }
   if (summary.first_bad_step > 0) {
     XLOG(WARNING) << options.checkpoint << " comes from a run with "
                   << summary.bad_steps

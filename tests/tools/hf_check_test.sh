@@ -101,17 +101,17 @@ finetune multiple_choice multiple_choice \
   --train "$SRC/data/race_sample/train.jsonl" --set train.max_steps=2 \
   --set finetune.max_seq_length=96 --set finetune.max_qa_length=24
 
-# Mixed-case texts through xlnet.cpp's tokenizer (its text rules included):
-# one for both of transformers' tokenizers, one with spiece.model's
-# user-defined pieces before letters (quotes, a hyphen, a dot, brackets) for
-# the SentencePiece-backed one alone (the fast one differs there, see
-# scripts/check_hf_export.py).
-echo "Hello World, the QUICK brown Fox met Mr. McDonald in NEW York at 10:30." \
-  >"$TMP/text.txt"
-cat >"$TMP/slow_text.txt" <<'EOF'
+# Texts through xlnet.cpp's tokenizer (its text rules included), for both
+# of transformers' tokenizers: a mixed-case line; one with spiece.model's
+# user-defined pieces before letters (quotes, a hyphen, a dot, brackets),
+# where transformers' own conversion of spiece.model differs and the
+# export's tokenizer.json must not; and 300 lines of the Brown sample.
+cat >"$TMP/text.txt" <<'EOF'
+Hello World, the QUICK brown Fox met Mr. McDonald in NEW York at 10:30.
 She said "Hi" to the well-known U.S. Senator (Democrat) in ``Paris''.
 EOF
-for name in text slow_text; do
+awk 'NF && ++n <= 300' "$SRC/data/sample/brown_sample.txt" >"$TMP/brown.txt"
+for name in text brown; do
   run "$BIN/xlnet-data" prepare --input "$TMP/$name.txt" \
     --tokenizer "$TMP/spiece.model" --out "$TMP/$name"
 done
@@ -119,7 +119,7 @@ done
 status=0
 "$PY" "$SRC/scripts/check_hf_export.py" "$TMP"/export/{encoder,lm,clm,classifier,qa,multiple_choice} \
   --text "$TMP/text.txt" --prepared "$TMP/text" \
-  --slow_text "$TMP/slow_text.txt" --slow_prepared "$TMP/slow_text" \
+  --text "$TMP/brown.txt" --prepared "$TMP/brown" \
   --tsv "${GENRE}_test.tsv" --predictions "$TMP/classifier/predictions_test.tsv" \
   --max_length 64 --max_prob_diff 1e-4 || status=1
 # The golden tiny model as a causal LM (attn_type uni, memory 8 < the 36
