@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -33,7 +34,9 @@ double Seconds(Clock::time_point since) {
 }
 
 absl::Status Run(int argc, char** argv) {
-  std::string input = "/work/shared/data/brown/brown.txt";
+  // The bundled sample, from the repository's root; a larger corpus with
+  // --input.
+  std::string input = "data/sample/brown_sample.txt";
   std::string tokenizer;
   std::string work_dir;
   int64_t vocab_size = 8000;
@@ -56,6 +59,12 @@ absl::Status Run(int argc, char** argv) {
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
                          flags.ParseCommandLine(argc, argv));
   if (!proceed) return absl::OkStatus();
+  if (!xlnet::PathExists(input)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--input ", input,
+        ": no such file (the default is the bundled sample, relative to the "
+        "repository's root: run from there or give --input)"));
+  }
   bool remove_work_dir = false;
   if (work_dir.empty()) {
     char tmpl[] = "/tmp/xlnet_bench_data.XXXXXX";

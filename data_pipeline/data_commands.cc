@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,13 @@ absl::Status CheckShowsObjective(const Config& config, const char* verb) {
 absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
                                 const std::string& out, std::ostream& log) {
   if (out.empty()) return absl::InvalidArgumentError("no output file (--out)");
+  // The folder of --out, made before training (as the other tools make
+  // theirs), so that a path that cannot be made fails before minutes of
+  // training rather than after.
+  const std::string parent = std::filesystem::path(out).parent_path().string();
+  if (!parent.empty()) {
+    XLNET_RETURN_IF_ERROR(Annotate(MakeDirs(parent), "--out"));
+  }
   const auto start = std::chrono::steady_clock::now();
   XLNET_ASSIGN_OR_RETURN(TokenizerSample sample,
                          SampleTokenizerSentences(options));

@@ -15,7 +15,8 @@
 
 namespace xlnet::data {
 
-// Trains a tokenizer and writes it atomically to `out`; prints a summary.
+// Trains a tokenizer and writes it atomically to `out` (its folder made
+// first); prints a summary.
 absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
                                 const std::string& out, std::ostream& log);
 

@@ -332,6 +332,11 @@ TEST(TokenizerTest, SampleAboveTheMemoryLimitIsRefused) {
   std::ostringstream log2;
   ASSERT_TRUE(TrainTokenizerFile(o, out, log2).ok());
   EXPECT_TRUE(PathExists(out));
+  // --out's folder is made, as the other tools make theirs.
+  const std::string nested = TempDir() + "/new/folder/nested.model";
+  std::ostringstream log3;
+  ASSERT_TRUE(TrainTokenizerFile(o, nested, log3).ok()) << log3.str();
+  EXPECT_TRUE(PathExists(nested));
 }
 
 TEST(TokenizerTest, RefusesModelWithOtherSpecialIds) {

@@ -75,8 +75,7 @@ ENTRIES = [
     # ---- README walkthrough, one chain (docs/pretraining.md repeats the
     # causal LM line).
     run("build/bin/xlnet-data tokenizer --input data/sample/brown_sample.txt "
-        "--vocab_size 1000 --out runs/mine/spiece.model",
-        before="mkdir -p runs/mine"),  # the README's line before it
+        "--vocab_size 1000 --out runs/mine/spiece.model"),
     run("build/bin/xlnet-data prepare --input data/sample/brown_sample.txt "
         "--tokenizer runs/mine/spiece.model --config configs/tiny.yaml "
         "--out runs/mine/data --workers 2"),
@@ -280,8 +279,7 @@ ENTRIES = [
         "--mem_len 16 --num_predict 8 --iters 1 --warmup 0"),
     # Its default --input is a path on the developers' machine: given here.
     run("build/bin/xlnet-bench-data",
-        append="--input data/sample/brown_sample.txt --vocab_size 1000 "
-        "--batches 2"),
+        append="--vocab_size 1000 --batches 2"),
     run("build/bin/xlnet-bench-lm",
         append="--d_model 64 --n_layer 1 --tokens 64 --seq_lens 16 "
         "--contexts 16 --new_tokens 2 --repeats 1"),
