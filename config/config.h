@@ -186,6 +186,13 @@ struct TrainConfig {
   int64_t seed = 1234;
   // Optimizer steps to run.
   int64_t max_steps = 100000;
+  // The run's length in passes over the training data instead (HF's
+  // num_train_epochs; fractions allowed); 0 = off. When > 0, max_steps is
+  // ceil(num_epochs x the steps of one pass) (train/run_length.h): --set
+  // train.num_epochs replaces a config file's max_steps; one set beside it
+  // must equal that. Needs data with one epoch (not a blend of
+  // data.sources).
+  double num_epochs = 0;
   // Peak learning rate.
   double lr = 1e-4;
   // Linear warmup steps from 0 to lr.

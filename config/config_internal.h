@@ -79,6 +79,7 @@ void VisitTrain(S& c, V& v) {
   v("batch_size_per_device", c.batch_size_per_device);
   v("seed", c.seed);
   v("max_steps", c.max_steps);
+  v("num_epochs", c.num_epochs);
   v("lr", c.lr);
   v("warmup_steps", c.warmup_steps);
   v("decay", c.decay);

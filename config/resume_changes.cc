@@ -61,6 +61,7 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     // the optimizer's terms: a deliberate change of course from the
     // resumed step; the steps before keep theirs.
     {"train.max_steps", kTrain},
+    {"train.num_epochs", kTrain},
     {"train.lr", kTrain},
     {"train.warmup_steps", kTrain},
     {"train.decay", kTrain},

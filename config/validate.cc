@@ -53,6 +53,9 @@ std::string Got(double v) {
 // Model sizes are 32-bit (token ids are int32 in shards and batches); the
 // bound also keeps products of two sizes within int64.
 constexpr int64_t kMaxModelSize = std::numeric_limits<int32_t>::max();
+// train.num_epochs: far beyond any run, and small enough that its product
+// with a pass's steps stays an exact int64_t.
+constexpr double kMaxNumEpochs = 1e6;
 
 }  // namespace
 
@@ -182,6 +185,9 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
           "must be positive (or set train.batch_size_per_device)" +
               Got(t.batch_size));
   c.Check(t.max_steps >= 0, "max_steps", "must be >= 0" + Got(t.max_steps));
+  c.Check(t.num_epochs >= 0 && t.num_epochs <= kMaxNumEpochs, "num_epochs",
+          absl::StrCat("must be in [0, ", kMaxNumEpochs, "] (0 = off)") +
+              Got(t.num_epochs));
   c.Check(t.lr >= 0 && std::isfinite(t.lr), "lr",
           "must be a finite number >= 0" + Got(t.lr));
   c.Check(t.warmup_steps >= 0, "warmup_steps", "must be >= 0");

@@ -25,6 +25,7 @@
 #include "model_io/model_dir.h"
 #include "model_io/run_layout.h"
 #include "train/run_dir.h"
+#include "train/run_length.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
 
@@ -285,6 +286,10 @@ absl::Status RunFinetuning(const FinetuneOptions& options) {
                          finetune::FinetuneUnit::Create(
                              unit_options, std::move(data.train), data.dev));
 
+  if (!train_path.empty()) {
+    XLNET_RETURN_IF_ERROR(ApplyNumEpochs(
+        *unit, options.config_path, options.overrides, rank, &config.train));
+  }
   std::string best_dir;
   if (config.train.max_steps > 0) {
     TrainerOptions trainer_options;

@@ -200,6 +200,12 @@ StepOutput FinetuneUnit::TrainStep() {
   return out;
 }
 
+std::optional<double> FinetuneUnit::StepsPerEpoch() {
+  if (!stream_ || train_.size() == 0) return std::nullopt;
+  return static_cast<double>(train_.size()) /
+         static_cast<double>(options_.config.train.batch_size);
+}
+
 std::map<std::string, double> FinetuneUnit::LogValues(int64_t steps_done) {
   if (!stream_ || train_.size() == 0) return {};
   const double rows = static_cast<double>(train_.size());

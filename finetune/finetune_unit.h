@@ -85,6 +85,9 @@ class FinetuneUnit : public TrainUnit {
   // A hash of the training rows' tokens and targets, and their number.
   TrainingData Data() override;
   std::map<std::string, double> Evaluate() override;
+  // Training rows / train.batch_size (the global batch); nullopt without
+  // training rows.
+  std::optional<double> StepsPerEpoch() override;
   // "epoch": training rows consumed / training rows (fractional; the
   // stream's position, so exact after a resume too).
   std::map<std::string, double> LogValues(int64_t steps_done) override;

@@ -109,9 +109,12 @@ StepOutput ClmUnit::TrainStep() {
   return out;
 }
 
+std::optional<double> ClmUnit::StepsPerEpoch() {
+  return static_cast<double>(train_->steps_per_epoch());
+}
+
 std::map<std::string, double> ClmUnit::LogValues(int64_t steps_done) {
-  return {{"epoch", static_cast<double>(steps_done) /
-                        static_cast<double>(train_->steps_per_epoch())}};
+  return {{"epoch", static_cast<double>(steps_done) / *StepsPerEpoch()}};
 }
 
 std::map<std::string, double> ClmUnit::Evaluate() {

@@ -24,6 +24,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,8 @@ class ClmUnit : public StreamUnit<data::LmStreamSource> {
   StepOutput TrainStep() override;
   // loss, ppl, bpb and accuracy of the eval split (empty without one).
   std::map<std::string, double> Evaluate() override;
+  // The stream's steps_per_epoch.
+  std::optional<double> StepsPerEpoch() override;
   // "epoch": steps_done / the stream's steps per epoch (fractional).
   std::map<std::string, double> LogValues(int64_t steps_done) override;
 

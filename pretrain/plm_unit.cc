@@ -170,19 +170,26 @@ StepOutput PlmUnit::TrainStep() {
   return out;
 }
 
-std::map<std::string, double> PlmUnit::LogValues(int64_t steps_done) {
+std::optional<double> PlmUnit::StepsPerEpoch() {
+  // One corpus: its sampler's epoch (one sampler step per optimizer step).
+  // A blend's sources each run their own epochs.
+  if (!config_.data.sources.empty()) return std::nullopt;
   const std::vector<data::SourcePart> parts = train_->Parts();
-  if (config_.data.sources.empty()) {
-    // One corpus: its sampler's epochs (steps over steps per epoch; one
-    // sampler step per optimizer step). A blend's sources each run their
-    // own epochs, so a blend logs tokens per source instead.
-    const int64_t per_epoch = parts.size() == 1 && parts[0].sampler != nullptr
-                                  ? parts[0].sampler->steps_per_epoch()
-                                  : 0;
-    if (per_epoch <= 0) return {};
-    return {{"epoch",
-             static_cast<double>(steps_done) / static_cast<double>(per_epoch)}};
+  if (parts.size() != 1 || parts[0].sampler == nullptr ||
+      parts[0].sampler->steps_per_epoch() <= 0) {
+    return std::nullopt;
   }
+  return static_cast<double>(parts[0].sampler->steps_per_epoch());
+}
+
+std::map<std::string, double> PlmUnit::LogValues(int64_t steps_done) {
+  if (config_.data.sources.empty()) {
+    const std::optional<double> per_epoch = StepsPerEpoch();
+    if (!per_epoch) return {};
+    return {{"epoch", static_cast<double>(steps_done) / *per_epoch}};
+  }
+  // A blend logs tokens per source instead.
+  const std::vector<data::SourcePart> parts = train_->Parts();
   const std::vector<int64_t> tokens = train_->TokensConsumed(steps_done);
   std::map<std::string, double> out;
   for (size_t i = 0; i < tokens.size(); ++i) {

@@ -48,6 +48,9 @@ class PlmUnit : public StreamUnit<data::BatchSource> {
 
   StepOutput TrainStep() override;
   std::map<std::string, double> Evaluate() override;
+  // The sampler's steps_per_epoch; nullopt with data.sources (each
+  // source runs its own epochs).
+  std::optional<double> StepsPerEpoch() override;
   // With data.sources: "tokens_<name>" -> tokens of that source in the
   // global batches of steps [0, steps_done) (BatchSource::TokensConsumed;
   // the same on every rank). For a single --data directory, "epoch": the

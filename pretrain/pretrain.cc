@@ -16,6 +16,7 @@
 #include "pretrain/plm_unit.h"
 #include "train/distributed.h"
 #include "train/run_dir.h"
+#include "train/run_length.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
 
@@ -163,6 +164,9 @@ absl::Status RunPretraining(const PretrainOptions& options) {
   }
   unit_options.config.data.uncased = rules.uncased;
   unit_options.config.data.keep_accents = rules.keep_accents;
+  XLNET_RETURN_IF_ERROR(ApplyNumEpochs(
+      *unit, options.config_path, options.overrides, env.rank, &config.train));
+  unit_options.config.train.max_steps = config.train.max_steps;
   TrainerOptions trainer_options;
   trainer_options.train = config.train;
   trainer_options.config_yaml = RunConfigYaml(unit_options.config, rank);

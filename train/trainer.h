@@ -102,6 +102,11 @@ class TrainUnit {
   // This rank's training data; the trainer stops every rank when one
   // differs from rank 0's.
   virtual TrainingData Data() { return {}; }
+  // Optimizer steps in one pass over the training data (fractional where a
+  // pass does not fill whole steps), for train.num_epochs and the metrics'
+  // "epoch"; nullopt when the data has no single epoch (a blend of sources,
+  // no training data).
+  virtual std::optional<double> StepsPerEpoch() { return std::nullopt; }
   // Unit state beyond the weights (data position, memory, ...): tensors
   // added to `files` (file name -> tensors) for this rank; LoadUnitState gets
   // the checkpoint directory back.

@@ -189,6 +189,18 @@ TEST(ConfigTest, InfiniteTrainerNumbersAreRefused) {
         << config.status();
   }
   EXPECT_TRUE(ParseConfig("", "c.yaml", {"train.lr=3e-4"}).ok());
+  for (const char* set : {"train.num_epochs=-1", "train.num_epochs=.nan",
+                          "train.num_epochs=.inf", "train.num_epochs=2e6"}) {
+    auto config = ParseConfig("", "c.yaml", {set});
+    ASSERT_FALSE(config.ok()) << set;
+    EXPECT_NE(Message(config.status())
+                  .find("train.num_epochs: must be in [0, 1e+06] (0 = off)"),
+              std::string::npos)
+        << config.status();
+  }
+  auto epochs = ParseConfig("", "c.yaml", {"train.num_epochs=2.5"});
+  ASSERT_TRUE(epochs.ok()) << epochs.status();
+  EXPECT_EQ(epochs->train.num_epochs, 2.5);
 }
 
 // HuggingFace TrainingArguments names, in a section or flat at the top,
@@ -201,8 +213,7 @@ TEST(ConfigTest, HuggingFaceNamesNameOurKey) {
   config = ParseConfig("", "hf.yaml", {"train.num_train_epochs=3"});
   EXPECT_EQ(Message(config.status()),
             "--set train.num_train_epochs=3: train.num_train_epochs: "
-            "HuggingFace's num_train_epochs is train.max_steps here (there "
-            "are no epochs: a run is train.max_steps optimizer steps)");
+            "HuggingFace's num_train_epochs is train.num_epochs here");
   config = ParseConfig("max_grad_norm: 1.0\n", "hf.yaml");
   EXPECT_EQ(Message(config.status()),
             "hf.yaml:1: max_grad_norm: HuggingFace's max_grad_norm is "

@@ -260,6 +260,48 @@ TEST_F(FinetuneE2ETest, MetricsHaveEpochAndTheRunEndsWithASummary) {
   EXPECT_EQ(r.output.find("run finished", summary + 1), std::string::npos);
 }
 
+// --set train.num_epochs over the config's max_steps: 0.5 epochs of 600
+// rows at 16 a step is ceil(18.75) = 19 steps, recorded in config.yaml;
+// num_epochs and max_steps both set with --set and disagreeing is an error.
+TEST_F(FinetuneE2ETest, NumEpochsSetsTheRunLength) {
+  testing::TempDir run;
+  CommandResult r =
+      RunCommand("XLNET_LOG_LEVEL=info " +
+                 Finetune("classification", "--train " + Genre("train") +
+                                                " --out " + run.path() +
+                                                " --set train.num_epochs=0.5"
+                                                " --set train.log_steps=10"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.num_epochs 0.5: 19 optimizer steps (37.5 "
+                          "per epoch), replacing train.max_steps 200 (" +
+                          SourcePath("configs/tiny-finetune.yaml") + ":10)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("run finished at step 19: 19 steps"),
+            std::string::npos)
+      << r.output;
+  double last_epoch = 0;
+  for (const std::string& line : Lines(run.Join("metrics.jsonl"))) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("epoch")) last_epoch = j["epoch"].get<double>();
+  }
+  EXPECT_NEAR(last_epoch, 19.0 * 16 / 600, 1e-12);
+  const std::string yaml = *ReadFile(run.Join("config.yaml"));
+  EXPECT_NE(yaml.find("max_steps: 19"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("num_epochs: 0.5"), std::string::npos) << yaml;
+
+  testing::TempDir other;
+  r = RunCommand(Finetune("classification", "--train " + Genre("train") +
+                                                " --out " + other.path() +
+                                                " --set train.num_epochs=0.5"
+                                                " --set train.max_steps=40"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.max_steps 40 (--set train.max_steps=40) and "
+                          "train.num_epochs 0.5"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST_F(FinetuneE2ETest, ResumeEqualsUninterruptedRun) {
   ExpectResumeEqualsUninterruptedRun("");
 }
