@@ -182,7 +182,8 @@ absl::StatusOr<bool> FlagParser::ParseCommandLine(int argc,
 std::string FlagParser::Help() const {
   std::ostringstream out;
   out << "usage: " << program_ << " " << usage_ << "\n\nflags:\n";
-  size_t width = 6;
+  // Names padded to the longest, the built-in --version included.
+  size_t width = std::string("version").size() + 2;
   for (const auto& f : flags_) width = std::max(width, f.name.size() + 2);
   auto line = [&](const std::string& name, const std::string& help,
                   const std::string& def) {

@@ -388,11 +388,6 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& dir) {
 }
 
 // The tokenizer's casing: the run's config, else what the caller said.
-struct Casing {
-  bool uncased = false;
-  bool keep_accents = false;
-};
-
 // Where the casing comes from: config.yaml, else tokenizer_config.json.
 const std::string& CasingSource(const RunInfo& run) {
   return run.config_path.empty() ? run.tokenizer_config_path : run.config_path;
@@ -401,7 +396,7 @@ const std::string& CasingSource(const RunInfo& run) {
 // The casing: spiece.model's record (`recorded`, from `tokenizer`) when it
 // has one, with config.yaml / tokenizer_config.json and the flags checked
 // against it; else config.yaml, else tokenizer_config.json, else the flags.
-absl::StatusOr<Casing> ResolveCasing(
+absl::StatusOr<TokenizerCasing> ResolveCasing(
     const ExportOptions& options, const RunInfo& run,
     const std::optional<TokenizerCasing>& recorded,
     const std::string& tokenizer) {
@@ -416,7 +411,7 @@ absl::StatusOr<Casing> ResolveCasing(
           "--uncased=true|false and --keep_accents=true|false as the model "
           "was trained"));
     }
-    return Casing{*options.uncased, *options.keep_accents};
+    return TokenizerCasing{*options.uncased, *options.keep_accents};
   }
   const auto check =
       [&tokenizer](const std::string& what, const std::string& where,
@@ -432,18 +427,18 @@ absl::StatusOr<Casing> ResolveCasing(
             : ""));
   };
   // What the run's files say, if anything.
-  std::optional<Casing> in_file;
+  std::optional<TokenizerCasing> in_file;
   if (from_yaml) {
-    in_file = Casing{run.config.data.uncased, run.config.data.keep_accents};
+    in_file =
+        TokenizerCasing{run.config.data.uncased, run.config.data.keep_accents};
   } else if (!run.tokenizer_config_path.empty()) {
-    in_file = Casing{run.do_lower_case, run.keep_accents};
+    in_file = TokenizerCasing{run.do_lower_case, run.keep_accents};
   }
   const std::string file_uncased = from_yaml ? "data.uncased" : "do_lower_case";
   const std::string file_accents =
       from_yaml ? "data.keep_accents" : "keep_accents";
   // The reference: the record, else the run's file.
-  const Casing known =
-      recorded ? Casing{recorded->uncased, recorded->keep_accents} : *in_file;
+  const TokenizerCasing known = recorded ? *recorded : *in_file;
   const std::string known_where = recorded ? tokenizer : CasingSource(run);
   const std::string known_uncased = recorded ? "uncased" : file_uncased;
   const std::string known_accents = recorded ? "keep_accents" : file_accents;
@@ -479,8 +474,8 @@ nlohmann::json SpecialTokensMap() {
           {"additional_special_tokens", {"<eop>", "<eod>"}}};
 }
 
-nlohmann::json TokenizerConfig(const Casing& casing, const RunInfo& run,
-                               bool fine_tuned) {
+nlohmann::json TokenizerConfig(const TokenizerCasing& casing,
+                               const RunInfo& run, bool fine_tuned) {
   nlohmann::json j = {{"tokenizer_class", "XLNetTokenizer"},
                       {"do_lower_case", casing.uncased},
                       {"keep_accents", casing.keep_accents},
@@ -667,8 +662,8 @@ std::string CardModelSection(const ExportOptions& options,
 // The card's "Data" section: the tokenizer, the casing and the sequence
 // length.
 std::string CardDataSection(const ExportSummary& summary,
-                            const LoadedModel& loaded, const Casing& casing,
-                            const RunInfo& run,
+                            const LoadedModel& loaded,
+                            const TokenizerCasing& casing, const RunInfo& run,
                             const nlohmann::json& tokenizer_config,
                             const CardNames& names) {
   std::string text = absl::StrCat(
@@ -812,7 +807,8 @@ std::string CardLicenseSection() {
 absl::StatusOr<std::string> ModelCard(const ExportOptions& options,
                                       const ExportSummary& summary,
                                       const LoadedModel& loaded,
-                                      const Casing& casing, const RunInfo& run,
+                                      const TokenizerCasing& casing,
+                                      const RunInfo& run,
                                       const nlohmann::json& tokenizer_config) {
   const CardNames names(
       options.checkpoint,
@@ -860,14 +856,13 @@ absl::StatusOr<ExportSummary> ExportModel(const ExportOptions& options) {
         recorded, options.tokenizer_casing(tokenizer_bytes, summary.tokenizer));
   }
   XLNET_ASSIGN_OR_RETURN(
-      const Casing casing,
+      const TokenizerCasing casing,
       ResolveCasing(options, run, recorded, summary.tokenizer));
   summary.run_config = recorded ? summary.tokenizer : CasingSource(run);
   std::string fast_tokenizer;
   if (options.tokenizer_json) {
-    absl::StatusOr<std::string> json = options.tokenizer_json(
-        tokenizer_bytes, summary.tokenizer,
-        TokenizerCasing{casing.uncased, casing.keep_accents});
+    absl::StatusOr<std::string> json =
+        options.tokenizer_json(tokenizer_bytes, summary.tokenizer, casing);
     if (json.ok()) {
       fast_tokenizer = *std::move(json);
     } else {

@@ -19,6 +19,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/progress.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "model_io/rank_files.h"
@@ -176,14 +177,6 @@ absl::StatusOr<TrainerState> ReadTrainerState(const std::string& dir) {
         ") and first_bad_step > 0 exactly when bad_steps > 0"));
   }
   return state;
-}
-
-std::string FormatDuration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = static_cast<int64_t>(seconds);
-  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
-  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
-  return absl::StrFormat("%ds", s);
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ TEST(FlagsTest, ErrorsAndHelp) {
   f4.AddString("model", &model, "the model directory");
   ASSERT_TRUE(f4.Parse(2, help).ok());
   EXPECT_TRUE(f4.help_requested());
-  EXPECT_NE(f4.Help().find("--model  the model directory"), std::string::npos);
+  EXPECT_NE(f4.Help().find("--model    the model directory"),
+            std::string::npos);
   EXPECT_NE(f4.Help().find("--help"), std::string::npos);
 }
 
@@ -67,11 +68,11 @@ TEST(FlagsTest, HelpMarksRequiredFlagsAndTakesAConfigHelp) {
   flags.AddConfigFlags(&config, &sets, "optional YAML config");
   flags.Require("model");
   const std::string help = flags.Help();
-  EXPECT_NE(help.find("--model   (required) the model directory"),
+  EXPECT_NE(help.find("--model    (required) the model directory"),
             std::string::npos)
       << help;
-  EXPECT_NE(help.find("--out     where to write"), std::string::npos) << help;
-  EXPECT_NE(help.find("--config  optional YAML config"), std::string::npos)
+  EXPECT_NE(help.find("--out      where to write"), std::string::npos) << help;
+  EXPECT_NE(help.find("--config   optional YAML config"), std::string::npos)
       << help;
   const char* none[] = {"prog"};
   auto proceed = flags.ParseCommandLine(1, none);
@@ -94,6 +95,20 @@ TEST(FlagsTest, Doubles) {
     EXPECT_EQ(f.Parse(3, bad).message(),
               std::string("--thresh: expected a number, got '") + text + "'");
   }
+}
+
+// Every flag's text starts in one column, --help and --version included,
+// also when the tool's own names are short.
+TEST(FlagsTest, HelpAlignsEveryFlag) {
+  std::string out;
+  FlagParser flags("xlnet-test", "ARGS");
+  flags.AddString("out", &out, "where");
+  const std::string help = flags.Help();
+  EXPECT_NE(help.find("  --out      where\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --help     print this help"), std::string::npos)
+      << help;
+  EXPECT_NE(help.find("  --version  print the version"), std::string::npos)
+      << help;
 }
 
 }  // namespace

@@ -587,7 +587,9 @@ TEST_F(ExportTest, OverwriteRefusesAnExportWithMore) {
        std::vector<std::pair<std::string, std::string>>{{"", "eval.txt"},
                                                         {"sub", "file.txt"}}) {
     const std::string entry = dir.empty() ? file : dir;
-    if (!dir.empty()) ASSERT_TRUE(MakeDirs(o.out + "/" + dir).ok());
+    if (!dir.empty()) {
+      ASSERT_TRUE(MakeDirs(o.out + "/" + dir).ok());
+    }
     const std::string path =
         o.out + "/" + entry + (dir.empty() ? "" : "/" + file);
     ASSERT_TRUE(WriteFileAtomic(path, "added").ok());
