@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/logging.h"
+#include "common/progress.h"
 #include "common/runtime.h"
 #include "common/safetensors.h"
 #include "common/status.h"
@@ -45,7 +47,7 @@ absl::Status CheckShowsObjective(const Config& config, const char* verb) {
 
 }  // namespace
 
-absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
+absl::Status TrainTokenizerFile(const TokenizerTrainOptions& given,
                                 const std::string& out, std::ostream& log) {
   if (out.empty()) return absl::InvalidArgumentError("no output file (--out)");
   // The folder of --out, made before training (as the other tools make
@@ -56,6 +58,16 @@ absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
     XLNET_RETURN_IF_ERROR(Annotate(MakeDirs(parent), "--out"));
   }
   const auto start = std::chrono::steady_clock::now();
+  TokenizerTrainOptions options = given;
+  if (!options.progress) {
+    // Phases on the log (stderr), with the time since the start.
+    options.progress = [start](const std::string& line) {
+      const double secs = std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+      XLOG(INFO) << "tokenizer [" << FormatDuration(secs) << "] " << line;
+    };
+  }
   XLNET_ASSIGN_OR_RETURN(TokenizerSample sample,
                          SampleTokenizerSentences(options));
   const TokenizerTrainStats stats = sample.stats;
@@ -64,12 +76,18 @@ absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
   const bool limited = options.memory_limit_bytes > 0;
   const uint64_t available =
       limited ? options.memory_limit_bytes : AvailableMemoryBytes();
+  const std::string records =
+      stats.skipped_records > 0
+          ? absl::StrCat(", ", stats.skipped_records,
+                         " JSON records without --json_key")
+          : "";
   log << absl::StrFormat(
       "sampled %d of %d sentences (%s; %d invalid UTF-8 and %d over-long "
-      "lines skipped); training needs about %s of memory (%s %s)\n",
+      "lines skipped%s); training needs about %s of memory (%s %s)\n",
       stats.sentences, stats.sentences_seen, HumanBytes(stats.sample_bytes),
-      stats.skipped_invalid_utf8, stats.skipped_overlong, HumanBytes(estimate),
-      limited ? "limit" : "available", HumanBytes(available));
+      stats.skipped_invalid_utf8, stats.skipped_overlong, records,
+      HumanBytes(estimate), limited ? "limit" : "available",
+      HumanBytes(available));
   log.flush();
   if (estimate > available && !options.ignore_memory_estimate) {
     // Sentences that would fit, at this sample's mean length.

@@ -16,7 +16,8 @@
 namespace xlnet::data {
 
 // Trains a tokenizer and writes it atomically to `out` (its folder made
-// first); prints a summary.
+// first); prints a summary to `log`. Unless options.progress is set, the
+// phases go to the log (XLOG INFO) with the time since the start.
 absl::Status TrainTokenizerFile(const TokenizerTrainOptions& options,
                                 const std::string& out, std::ostream& log);
 

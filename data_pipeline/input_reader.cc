@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -319,6 +320,17 @@ absl::Status CheckJsonKeyPresent(const std::string& path,
     absl::StrAppend(&message, "; no line is a JSON object");
   }
   return absl::InvalidArgumentError(message);
+}
+
+int64_t PlainInputBytes(const std::vector<std::string>& paths) {
+  int64_t total = 0;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(path, error);
+    if (error || KindOfInput(path).compression != Compression::kNone) return 0;
+    total += static_cast<int64_t>(size);
+  }
+  return total;
 }
 
 }  // namespace xlnet::data

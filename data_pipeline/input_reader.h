@@ -45,6 +45,11 @@ class ByteReader {
   virtual absl::StatusOr<size_t> Read(char* buffer, size_t n) = 0;
 };
 
+// The total size of `paths` when none is compressed (then what reading
+// them counts); 0, i.e. unknown, when one is compressed (its decompressed
+// size is known only once read) or cannot be sized. For progress lines.
+int64_t PlainInputBytes(const std::vector<std::string>& paths);
+
 // One line of a file, without its '\n' ('\r' is kept: text rules treat it
 // as whitespace).
 struct Line {

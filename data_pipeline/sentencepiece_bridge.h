@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +46,16 @@ struct BridgeTrainOptions {
   int num_threads = 1;
   uint32_t seed = 0;
   int64_t input_sentence_size = 10000000;
-  bool verbose = false;
+  // When set, SentencePiece's own log lines ("trainer_interface.cc(409)
+  // LOG(INFO) Loaded all 57340 sentences"), one call per line without the
+  // newline, from the training thread; when unset, SentencePiece is quiet.
+  // Where the module cannot capture them (see the module), training is quiet
+  // and `log_line` is called once with a line starting "(no log: ".
+  std::function<void(const std::string& line)> log_line;
+  // The process's std::cerr, as code bound normally sees it (Train() in
+  // sentencepiece_loader.cc sets it): the module's own `std::cerr` may be
+  // another object.
+  std::ostream* process_cerr = nullptr;
 };
 
 // The entry points the module exports (through XlnetSpmBridgeApi()).
@@ -67,7 +77,7 @@ struct BridgeApi {
   bool (*is_control)(const void* processor, int id);
   int (*unk_id)(const void* processor);
 };
-inline constexpr int kBridgeApiVersion = 1;
+inline constexpr int kBridgeApiVersion = 2;
 // The name of the exported function returning `const BridgeApi*`.
 inline constexpr char kBridgeApiSymbol[] = "XlnetSpmBridgeApi";
 

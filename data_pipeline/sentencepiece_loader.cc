@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <iostream>
 #include <mutex>
 
 #include "data_pipeline/sentencepiece_bridge.h"
@@ -115,7 +116,9 @@ std::string Train(const BridgeTrainOptions& options, std::string* model_bytes) {
   std::string error;
   const BridgeApi* api = LoadBridgeApi(&error);
   if (api == nullptr) return error;
-  return api->train(options, model_bytes);
+  BridgeTrainOptions with_cerr = options;
+  with_cerr.process_cerr = &std::cerr;
+  return api->train(with_cerr, model_bytes);
 }
 
 BridgeProcessor::BridgeProcessor() = default;

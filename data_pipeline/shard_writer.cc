@@ -20,6 +20,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/mapped_file.h"
+#include "common/progress.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "data_pipeline/input_reader.h"
@@ -84,10 +85,28 @@ struct FileStats {
 };
 
 // Tokenizes one chunk. Errors (strict mode) name the file and line.
+// Where a worker adds its progress as it tokenizes: input bytes and tokens.
+struct ShardProgress {
+  std::atomic<int64_t>* bytes = nullptr;
+  std::atomic<int64_t>* tokens = nullptr;
+};
+
 absl::Status TokenizeChunk(const Chunk& chunk, const std::string& path,
                            TextFormat format, const Tokenizer& tok,
-                           const PrepareOptions& options, ShardContent* out) {
+                           const PrepareOptions& options,
+                           const ShardProgress& progress, ShardContent* out) {
   ShardContent& c = *out;
+  // Progress every 256 lines, so a large shard shows before it is done; the
+  // last report tops the bytes up to the chunk's exact size.
+  int64_t line_bytes = 0, reported_bytes = 0, reported_tokens = 0;
+  auto report = [&](int64_t bytes) {
+    if (progress.bytes == nullptr) return;
+    *progress.bytes += bytes - reported_bytes;
+    reported_bytes = bytes;
+    const int64_t tokens = static_cast<int64_t>(c.ids.size());
+    *progress.tokens += tokens - reported_tokens;
+    reported_tokens = tokens;
+  };
   uint8_t sent_flag = 0;
   uint8_t last_flag = 0;
   int64_t doc_begin = 0;
@@ -123,6 +142,8 @@ absl::Status TokenizeChunk(const Chunk& chunk, const std::string& path,
   for (size_t k = 0; k < chunk.lines.size(); ++k) {
     const ChunkLine& cl = chunk.lines[k];
     const int64_t line_no = chunk.first_line + static_cast<int64_t>(k);
+    if (k > 0 && k % 256 == 0) report(line_bytes);
+    line_bytes += static_cast<int64_t>(cl.size) + 1;
     ++c.header.lines;
     if (cl.overlong) {
       if (options.strict) {
@@ -167,6 +188,7 @@ absl::Status TokenizeChunk(const Chunk& chunk, const std::string& path,
     end_document();
   }
   if (chunk.ends_document) end_document();
+  report(static_cast<int64_t>(chunk.end - chunk.begin));
   return absl::OkStatus();
 }
 
@@ -410,7 +432,8 @@ struct ShardResult {
 // finished one with the same key (`skipped`); `header` is the shard's.
 absl::Status WriteShard(const Chunk& chunk, const std::string& path,
                         const std::string& out_path, const Tokenizer& tok,
-                        const PrepareOptions& options, ShardHeader* header,
+                        const PrepareOptions& options,
+                        const ShardProgress& progress, ShardHeader* header,
                         bool* skipped) {
   auto done = FinishedShard(out_path, chunk.key);
   // In strict mode a shard that skipped bad input is redone (and fails).
@@ -422,13 +445,17 @@ absl::Status WriteShard(const Chunk& chunk, const std::string& path,
   if (done) {
     *header = *done;
     *skipped = true;
+    if (progress.bytes != nullptr) {
+      *progress.bytes += static_cast<int64_t>(chunk.end - chunk.begin);
+      *progress.tokens += static_cast<int64_t>(done->num_tokens);
+    }
     return absl::OkStatus();
   }
   ShardContent content;
   content.header.key = chunk.key;
   content.header.id_bytes = IdBytesForVocab(tok.vocab_size());
   XLNET_RETURN_IF_ERROR(TokenizeChunk(chunk, path, KindOfInput(path).format,
-                                      tok, options, &content));
+                                      tok, options, progress, &content));
   XLNET_RETURN_IF_ERROR(WriteFileAtomic(out_path, SerializeShard(&content)));
   *header = content.header;
   return absl::OkStatus();
@@ -589,14 +616,26 @@ absl::Status FinishOutput(const std::string& out_dir, const Tokenizer& tok,
   return absl::OkStatus();
 }
 
+// The paths of this task's inputs.
+std::vector<std::string> MyPaths(const std::vector<size_t>& mine,
+                                 const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (size_t f : mine) out.push_back(paths[f]);
+  return out;
+}
+
 // Logs prepare's progress about once a second (when `show`) until
-// `all_done`; `cv` wakes it for the end.
+// `all_done`; `cv` wakes it for the end. `bytes_done` and `tokens_done`
+// count the input bytes and tokens tokenized so far (shards found done
+// count whole); `total_bytes` is this task's input size, 0 when unknown
+// (compressed inputs).
 void LogProgress(std::mutex* mu, std::condition_variable* cv,
                  const std::atomic<bool>& all_done, bool show,
                  std::chrono::steady_clock::time_point start,
-                 const std::atomic<int64_t>& shards_done,
-                 const std::atomic<int64_t>& bytes_read,
+                 int64_t total_bytes, const std::atomic<int64_t>& shards_done,
+                 const std::atomic<int64_t>& bytes_done,
                  const std::atomic<int64_t>& tokens_done) {
+  ProgressMeter meter(total_bytes);
   std::unique_lock<std::mutex> lock(*mu);
   while (!all_done) {
     cv->wait_for(lock, std::chrono::seconds(1));
@@ -604,10 +643,11 @@ void LogProgress(std::mutex* mu, std::condition_variable* cv,
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    XLOG(INFO) << "prepare: " << shards_done << " shards, "
-               << WithCommas(bytes_read / (1 << 20)) << " MiB read, "
-               << WithCommas(tokens_done) << " tokens, "
-               << static_cast<int64_t>(tokens_done / std::max(secs, 1e-9))
+    meter.Add(secs, bytes_done);
+    XLOG(INFO) << "prepare: " << meter.BytesLine() << "; " << shards_done
+               << " shards, " << WithCommas(tokens_done) << " tokens, "
+               << WithCommas(
+                      static_cast<int64_t>(tokens_done / std::max(secs, 1e-9)))
                << " tokens/s";
   }
 }
@@ -721,6 +761,7 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   std::atomic<int64_t> tokens_done{0};
   std::atomic<int64_t> shards_done{0};
   std::atomic<int64_t> bytes_read{0};
+  std::atomic<int64_t> bytes_done{0};
   absl::Status reader_error;
   int64_t split_documents = 0;
   ChunkQueue queue(static_cast<size_t>(options.workers));
@@ -759,8 +800,9 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
       const std::string out_path = out_dir + "/" + ShardFileName(chunk.index);
       ShardHeader header;
       bool skipped = false;
-      const absl::Status status =
-          WriteShard(chunk, path, out_path, *tok, options, &header, &skipped);
+      const absl::Status status = WriteShard(
+          chunk, path, out_path, *tok, options,
+          ShardProgress{&bytes_done, &tokens_done}, &header, &skipped);
       {
         std::lock_guard<std::mutex> lock(mu);
         ShardResult& r = results[chunk.index];
@@ -773,7 +815,6 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
         queue.Close();
         break;
       }
-      tokens_done += static_cast<int64_t>(header.num_tokens);
       ++shards_done;
     }
   };
@@ -782,8 +823,9 @@ absl::StatusOr<PrepareReport> PrepareShards(const PrepareOptions& options) {
   for (int w = 0; w < options.workers; ++w) threads.emplace_back(worker);
   std::atomic<bool> all_done{false};
   std::thread progress([&]() {
-    LogProgress(&mu, &cv, all_done, options.progress, start, shards_done,
-                bytes_read, tokens_done);
+    LogProgress(&mu, &cv, all_done, options.progress, start,
+                PlainInputBytes(MyPaths(mine, paths)), shards_done, bytes_done,
+                tokens_done);
   });
   reader_thread.join();
   for (auto& t : threads) t.join();

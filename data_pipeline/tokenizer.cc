@@ -5,16 +5,21 @@
 #include <unicode/ustring.h>
 #include <unicode/utf16.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
-#include "common/mapped_file.h"
+#include "common/progress.h"
 #include "common/status.h"
+#include "common/strings.h"
+#include "data_pipeline/input_reader.h"
+#include "data_pipeline/sentence_splitter.h"
 #include "data_pipeline/sentencepiece_bridge.h"
 #include "data_pipeline/text.h"
+#include "data_pipeline/tokenizer_progress.h"
 #include "data_pipeline/tokenizer_rules.h"
 
 namespace xlnet::data {
@@ -233,40 +238,86 @@ absl::StatusOr<TokenizerSample> SampleTokenizerSentences(
   // 64-bit draw is uniform up to n/2^64, far below anything measurable.
   std::mt19937_64 rng(options.seed);
   const size_t k = static_cast<size_t>(options.max_sentences);
+  // Progress: bytes read of the inputs' total (unknown when compressed).
+  ProgressMeter meter(PlainInputBytes(options.inputs));
+  const auto start = std::chrono::steady_clock::now();
+  double next_report = options.progress_seconds;
+  int64_t bytes_read = 0;
+  constexpr int kCheckLines = 256;
+  int lines_to_check = kCheckLines;
+  auto maybe_report = [&]() {
+    if (!options.progress || --lines_to_check > 0) return;
+    lines_to_check = kCheckLines;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    meter.Add(secs, bytes_read);
+    if (secs < next_report) return;
+    next_report = secs + options.progress_seconds;
+    options.progress(absl::StrCat("reading the inputs: ", meter.BytesLine(),
+                                  "; ", WithCommas(st.sentences_seen),
+                                  " sentences"));
+  };
+  // One candidate sentence into the reservoir.
+  auto offer = [&](std::string_view sentence) {
+    PreprocessedText p = PreprocessText(sentence, options.rules, false);
+    if (p.text.empty()) return;
+    ++st.sentences_seen;
+    if (sample.sentences.size() < k) {
+      st.sample_bytes += static_cast<int64_t>(p.text.size());
+      sample.sentences.push_back(std::move(p.text));
+      return;
+    }
+    const uint64_t slot = rng() % static_cast<uint64_t>(st.sentences_seen);
+    if (slot < k) {
+      std::string& kept = sample.sentences[slot];
+      st.sample_bytes += static_cast<int64_t>(p.text.size()) -
+                         static_cast<int64_t>(kept.size());
+      kept = std::move(p.text);
+    }
+  };
+  std::string record_text;
+  std::vector<std::string_view> sentences;
   for (const std::string& path : options.inputs) {
-    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
-                           MappedFile::Open(path));
-    const std::string_view data = file->view();
-    size_t pos = 0;
-    while (pos < data.size()) {
-      const size_t nl = data.find('\n', pos);
-      const size_t end = nl == std::string_view::npos ? data.size() : nl;
-      const std::string_view line = data.substr(pos, end - pos);
-      pos = end + 1;
-      if (static_cast<int64_t>(line.size()) > options.max_line_bytes) {
+    const TextFormat format = KindOfInput(path).format;
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader,
+                           LineReader::Open(path, options.max_line_bytes));
+    int64_t records_with_text = 0;
+    Line line;
+    while (true) {
+      XLNET_ASSIGN_OR_RETURN(const bool more, reader->Next(&line));
+      if (!more) break;
+      bytes_read += static_cast<int64_t>(line.bytes) + (line.newline ? 1 : 0);
+      maybe_report();
+      if (line.overlong) {
         ++st.skipped_overlong;
         continue;
       }
-      if (!IsValidUtf8(line)) {
+      if (!IsValidUtf8(line.text)) {
         ++st.skipped_invalid_utf8;
         continue;
       }
-      PreprocessedText p = PreprocessText(line, options.rules, false);
-      if (p.text.empty()) continue;
-      ++st.sentences_seen;
-      if (sample.sentences.size() < k) {
-        st.sample_bytes += static_cast<int64_t>(p.text.size());
-        sample.sentences.push_back(std::move(p.text));
+      if (format == TextFormat::kPlain) {
+        offer(line.text);
         continue;
       }
-      const uint64_t slot =
-          rng() % static_cast<uint64_t>(st.sentences_seen);
-      if (slot < k) {
-        std::string& kept = sample.sentences[slot];
-        st.sample_bytes += static_cast<int64_t>(p.text.size()) -
-                           static_cast<int64_t>(kept.size());
-        kept = std::move(p.text);
+      // JSON Lines: a record's text split into sentences, as prepare does.
+      if (!RecordText(line.text, options.json_key, &record_text).ok()) {
+        ++st.skipped_records;
+        continue;
       }
+      ++records_with_text;
+      sentences.clear();
+      SplitSentences(record_text, &sentences);
+      for (std::string_view sentence : sentences) offer(sentence);
+    }
+    if (format == TextFormat::kJsonLines && records_with_text == 0) {
+      // A misspelt --json_key: the error names the fields there are.
+      XLNET_RETURN_IF_ERROR(
+          CheckJsonKeyPresent(path, options.json_key, options.max_line_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": no record has a string field \"",
+                       options.json_key, "\" (--json_key)"));
     }
   }
   st.sentences = static_cast<int64_t>(sample.sentences.size());
@@ -318,6 +369,19 @@ absl::StatusOr<std::string> TrainTokenizerOnSample(
   // trainer_spec: max_sentences keeps models identical to those trained
   // before the sample was ours.
   train.input_sentence_size = options.max_sentences;
+  SentencePiecePhases phases(options.vocab_size);
+  if (options.progress) {
+    options.progress(absl::StrCat(
+        "training SentencePiece (unigram, ", WithCommas(options.vocab_size),
+        " pieces, ", options.threads,
+        options.threads == 1 ? " thread" : " threads", ") on ",
+        WithCommas(static_cast<int64_t>(sample.sentences.size())),
+        " sentences"));
+    train.log_line = [&](const std::string& line) {
+      const std::string phase = phases.Describe(line);
+      if (!phase.empty()) options.progress(phase);
+    };
+  }
   std::string model_bytes;
   const std::string error = spm::Train(train, &model_bytes);
   if (!error.empty()) {

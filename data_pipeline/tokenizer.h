@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -80,8 +81,12 @@ struct Encoding {
 
 // Options of `TrainTokenizer`.
 struct TokenizerTrainOptions {
-  // Text files: one sentence per line, blank line between documents.
+  // Corpus files as prepare reads them (input_reader.h): plain text, one
+  // sentence a line, or JSON Lines (`*.jsonl`, `*.json`), each record's
+  // `json_key` text split into sentences; either may be `.gz` or `.zst`.
   std::vector<std::string> inputs;
+  // The text field of JSON Lines records (prepare's --json_key).
+  std::string json_key = "text";
   int vocab_size = 32000;
   // The casing, chosen here once: the sample is preprocessed with it and the
   // .model records it (tokenizer_rules.h).
@@ -100,6 +105,12 @@ struct TokenizerTrainOptions {
   uint64_t memory_limit_bytes = 0;
   // TrainTokenizerFile: train even when the estimate exceeds the limit.
   bool ignore_memory_estimate = false;
+  // When set, called with the progress of each phase: the pass over the
+  // inputs (bytes of the total, %, rate, ETA and sentences, every
+  // `progress_seconds`), then SentencePiece's phases with their counts
+  // (tokenizer_progress.h). Unset: training is silent.
+  std::function<void(const std::string& line)> progress;
+  double progress_seconds = 5;
 };
 
 // Statistics of one training run.
@@ -112,6 +123,8 @@ struct TokenizerTrainStats {
   int64_t sample_bytes = 0;
   int64_t skipped_invalid_utf8 = 0;
   int64_t skipped_overlong = 0;
+  // JSON Lines records without a string `json_key` field.
+  int64_t skipped_records = 0;
 };
 
 // A uniform sample of the inputs' preprocessed sentences.
@@ -120,7 +133,7 @@ struct TokenizerSample {
   TokenizerTrainStats stats;
 };
 
-// One streaming pass over the inputs (memory-mapped, read once): keeps a
+// One streaming pass over the inputs (read once): keeps a
 // uniform random sample of at most max_sentences preprocessed non-empty
 // lines (reservoir sampling, Algorithm R, seeded by `seed`), so memory is
 // bounded by the sample whatever the input size. Deterministic for given

@@ -75,7 +75,11 @@ absl::Status RunTokenizer(int argc, char** argv) {
                           "--input FILE [--input FILE ...] --vocab_size N "
                           "--out spiece.model [--uncased]");
   flags.AddRepeated("input", &inputs,
-                    "text file (one sentence a line); repeatable");
+                    "corpus file as prepare reads it: text (one sentence a "
+                    "line) or JSON Lines (*.jsonl, *.json; --json_key), "
+                    "either optionally .gz or .zst; repeatable");
+  flags.AddString("json_key", &o.json_key,
+                  "the text field of JSON Lines records (as prepare's)");
   flags.AddInt("vocab_size", &vocab_size, "number of pieces");
   flags.AddString("out", &out, "the .model file to write");
   flags.AddBool("uncased", &o.rules.uncased,

@@ -119,6 +119,18 @@ TEST(InputReaderTest, PlainGzipAndZstdGiveTheSameLines) {
   EXPECT_EQ(small.lines[9003], plain.lines[9003]);
 }
 
+// The total for progress lines: known only when every input is plain.
+TEST(InputReaderTest, PlainInputBytesIsUnknownOnceOneIsCompressed) {
+  ::xlnet::testing::TempDir tmp;
+  WriteAll(tmp.Join("a.txt"), "12345\n");
+  WriteAll(tmp.Join("b.jsonl"), "{\"text\": \"x\"}\n");
+  WriteGzip(tmp.Join("c.txt.gz"), "12345\n", 1);
+  EXPECT_EQ(PlainInputBytes({tmp.Join("a.txt"), tmp.Join("b.jsonl")}), 6 + 14);
+  EXPECT_EQ(PlainInputBytes({tmp.Join("a.txt"), tmp.Join("c.txt.gz")}), 0);
+  EXPECT_EQ(PlainInputBytes({tmp.Join("missing.txt")}), 0);
+  EXPECT_EQ(PlainInputBytes({}), 0);
+}
+
 TEST(InputReaderTest, DamagedCompressedDataIsAnErrorNamingTheFile) {
   ::xlnet::testing::TempDir tmp;
   std::string text;

@@ -6,16 +6,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "common/file_util.h"
+#include "common/strings.h"
 #include "data_pipeline/data_commands.h"
+#include "data_pipeline/sentence_splitter.h"
 #include "data_pipeline/sentencepiece_bridge.h"
 #include "data_pipeline/shard_reader.h"
 #include "data_pipeline/shard_writer.h"
@@ -203,6 +208,137 @@ TEST(TokenizerTest, TrainingIsDeterministic) {
   for (int id = 0; id < 9; ++id) EXPECT_EQ((*tok)->IdToPiece(id), SpecialPieces()[id]);
   EXPECT_EQ((*tok)->IdToPiece(12), "\"");
   EXPECT_EQ((*tok)->IdToPiece(17), "\xE2\x96\x81");
+}
+
+// The tokenizer reads what prepare reads: a gzip file gives the sample of
+// its plain text, a JSON Lines file the sentences of its records' text.
+TEST(TokenizerTest, CompressedAndJsonLinesInputsGiveTheirSentences) {
+  const std::vector<std::string> lines = SampleLines(300);
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  const std::string plain = TempDir() + "/inputs_plain.txt";
+  WriteAll(plain, text);
+  WriteGzip(plain + ".gz", text, 2);
+  TokenizerTrainOptions o;
+  o.inputs = {plain};
+  auto from_plain = SampleTokenizerSentences(o);
+  ASSERT_TRUE(from_plain.ok()) << from_plain.status();
+  o.inputs = {plain + ".gz"};
+  auto from_gzip = SampleTokenizerSentences(o);
+  ASSERT_TRUE(from_gzip.ok()) << from_gzip.status();
+  EXPECT_EQ(from_gzip->sentences, from_plain->sentences);
+  EXPECT_EQ(from_gzip->sentences.size(), lines.size());
+
+  // Documents of 10 lines a record under "body", and one record without it.
+  std::string jsonl = "{\"title\": \"no body\"}\n";
+  std::vector<std::string> expected;
+  for (size_t first = 0; first < lines.size(); first += 10) {
+    std::string doc;
+    for (size_t i = first; i < std::min(lines.size(), first + 10); ++i) {
+      doc += (doc.empty() ? "" : "\n") + lines[i];
+    }
+    jsonl += nlohmann::json{{"body", doc}}.dump() + "\n";
+    std::vector<std::string_view> sentences;
+    SplitSentences(doc, &sentences);
+    for (std::string_view sentence : sentences) {
+      std::string s = PreprocessText(sentence, TextRules{}, false).text;
+      if (!s.empty()) expected.push_back(s);
+    }
+  }
+  const std::string records = TempDir() + "/inputs.jsonl";
+  WriteAll(records, jsonl);
+  o.inputs = {records};
+  o.json_key = "body";
+  auto from_json = SampleTokenizerSentences(o);
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(from_json->sentences, expected);
+  EXPECT_GT(expected.size(), lines.size());  // lines split further
+  EXPECT_EQ(from_json->stats.skipped_records, 1);
+  // A key no record has is an error naming the file and the fields.
+  o.json_key = "text";
+  auto wrong_key = SampleTokenizerSentences(o);
+  ASSERT_FALSE(wrong_key.ok());
+  EXPECT_NE(wrong_key.status().message().find(records), std::string::npos)
+      << wrong_key.status();
+  EXPECT_NE(wrong_key.status().message().find("fields: title"),
+            std::string::npos)
+      << wrong_key.status();
+}
+
+// With a progress callback, training reports the pass over the inputs and
+// SentencePiece's phases with their counts, and trains the same model as
+// without one (capturing SentencePiece's log changes nothing else).
+TEST(TokenizerTest, ProgressReportsEachPhaseWithCounts) {
+  const std::string three = TempDir() + "/progress.txt";
+  std::string text;
+  const std::vector<std::string> lines = SampleLines(100000);
+  for (int copy = 0; copy < 3; ++copy) {
+    for (const std::string& line : lines) text += line + "\n";
+  }
+  WriteAll(three, text);
+  TokenizerTrainOptions o;
+  o.inputs = {three};
+  o.vocab_size = 1000;
+  auto quiet = TrainTokenizer(o);
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+
+  std::vector<std::string> progress;
+  o.progress = [&](const std::string& line) { progress.push_back(line); };
+  o.progress_seconds = 0;
+  auto reported = TrainTokenizer(o);
+  ASSERT_TRUE(reported.ok()) << reported.status();
+  EXPECT_EQ(*reported, *quiet);
+
+  std::string all;
+  for (const std::string& line : progress) all += line + "\n";
+  SCOPED_TRACE(all);
+  auto find = [&](const std::string& prefix) -> std::string {
+    for (const std::string& line : progress) {
+      if (line.rfind(prefix, 0) == 0) return line;
+    }
+    return "";
+  };
+  // The input pass: bytes of the file's size, with percent and ETA.
+  const std::string reading = find("reading the inputs: ");
+  EXPECT_NE(reading.find(" of " + HumanBytes(static_cast<double>(text.size()))),
+            std::string::npos);
+  EXPECT_NE(reading.find("%), "), std::string::npos);
+  EXPECT_NE(reading.find(", ETA "), std::string::npos);
+  EXPECT_NE(reading.find(" sentences"), std::string::npos);
+  // SentencePiece's phases, in order, with counts.
+  int64_t sentences = 0;
+  for (const std::string& line : lines) sentences += line.empty() ? 0 : 1;
+  const std::vector<std::string> phases = {
+      "training SentencePiece (unigram, 1,000 pieces, 1 thread) on " +
+          WithCommas(3 * sentences) + " sentences",
+      "loaded " + WithCommas(3 * sentences) + " sentences into SentencePiece",
+      "alphabet: ",
+      "seed pieces: building the suffix array",
+      "seed pieces: ",
+      "EM round 1 of ",
+      "EM round 2 of "};
+  size_t at = 0;
+  for (const std::string& phase : phases) {
+    while (at < progress.size() && progress[at].rfind(phase, 0) != 0) ++at;
+    EXPECT_LT(at, progress.size()) << "no \"" << phase << "\" in order";
+  }
+  // The last EM round is at the size SentencePiece stops at (1.1 x the
+  // vocabulary), and is the round the first one predicted.
+  std::string last_em;
+  for (const std::string& line : progress) {
+    if (line.rfind("EM round ", 0) == 0) last_em = line;
+  }
+  EXPECT_NE(last_em.find(": 1,100 pieces (target 1,000)"), std::string::npos)
+      << last_em;
+  int round = 0, of = 0;
+  ASSERT_EQ(std::sscanf(last_em.c_str(), "EM round %d of %d", &round, &of), 2)
+      << last_em;
+  // The first round's estimate of the rounds is within one of the truth.
+  EXPECT_NEAR(round, of, 1);
+  // Nothing SentencePiece said was passed on raw.
+  for (const std::string& line : progress) {
+    EXPECT_EQ(line.find("LOG("), std::string::npos) << line;
+  }
 }
 
 // A vocabulary larger than a small corpus allows is an error that says the
