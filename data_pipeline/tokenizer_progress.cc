@@ -76,6 +76,23 @@ std::string SentencePiecePhases::Describe(std::string_view line) {
     return "SentencePiece: " + std::string(line);
   }
   in_settings_ = false;
+  // Sentences over SentencePiece's max_sentence_length (4192 bytes) are
+  // skipped; its advice names a flag of spm_train that xlnet-data has not.
+  if (StartsWith(message, "Found too long line (")) {
+    return absl::StrFormat(
+        "SentencePiece skips sentences over %s bytes (the first has %s)",
+        WithCommas(IntAfter(message, " > ")),
+        WithCommas(IntAfter(message, "line (")));
+  }
+  if (StartsWith(message, "Too long lines are skipped") ||
+      StartsWith(message, "The maximum length can be changed")) {
+    return "";
+  }
+  if (StartsWith(message, "Skipped ") && Contains(message, "too long")) {
+    return "SentencePiece skipped " +
+           WithCommas(IntAfter(message, "Skipped ")) +
+           " sentences over its maximum length";
+  }
   if (severity != "INFO") {
     return std::string("SentencePiece ") +
            (severity == "WARNING" ? "warning" : "error") + ": " +

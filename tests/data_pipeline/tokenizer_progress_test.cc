@@ -81,11 +81,31 @@ TEST(SentencePiecePhasesTest, TurnsTheLogIntoPhasesWithCounts) {
   EXPECT_EQ(phases.rounds(), 2);
 }
 
-TEST(SentencePiecePhasesTest, UnknownLinesAndWarningsArePassedOn) {
+// SentencePiece's advice names a flag of spm_train that xlnet-data has
+// not: its too-long warnings become one line with the counts.
+TEST(SentencePiecePhasesTest, TooLongSentencesAreOneLineWithTheCounts) {
   SentencePiecePhases phases(1000);
   EXPECT_EQ(phases.Describe("trainer_interface.cc(1) LOG(WARNING) Found too "
                             "long line (5000 > 4192)."),
-            "SentencePiece warning: Found too long line (5000 > 4192).");
+            "SentencePiece skips sentences over 4,192 bytes (the first has "
+            "5,000)");
+  EXPECT_EQ(phases.Describe("trainer_interface.cc(2) LOG(WARNING) Too long "
+                            "lines are skipped in the training."),
+            "");
+  EXPECT_EQ(phases.Describe("trainer_interface.cc(3) LOG(WARNING) The "
+                            "maximum length can be changed with "
+                            "--max_sentence_length=<size> flag."),
+            "");
+  EXPECT_EQ(phases.Describe("trainer_interface.cc(4) LOG(INFO) Skipped 12 "
+                            "too long sentences."),
+            "SentencePiece skipped 12 sentences over its maximum length");
+}
+
+TEST(SentencePiecePhasesTest, UnknownLinesAndWarningsArePassedOn) {
+  SentencePiecePhases phases(1000);
+  EXPECT_EQ(phases.Describe("trainer_interface.cc(1) LOG(WARNING) Reserved "
+                            "chars are found. Skipped: x"),
+            "SentencePiece warning: Reserved chars are found. Skipped: x");
   EXPECT_EQ(phases.Describe("x.cc(2) LOG(ERROR) bad"),
             "SentencePiece error: bad");
   EXPECT_EQ(phases.Describe("x.cc(3) LOG(INFO) Something new: 12"),
