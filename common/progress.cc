@@ -17,7 +17,15 @@ std::string FormatDuration(double seconds) {
 }
 
 void ProgressMeter::Add(double seconds, int64_t done) {
-  samples_.emplace_back(seconds, done);
+  // Callers may add often (every few hundred lines); samples closer than
+  // 1/32 of the window to the previous one replace the newest, so the
+  // window holds about 32 whatever the rate of calls.
+  const size_t n = samples_.size();
+  if (n >= 2 && seconds - samples_[n - 2].first < window_seconds_ / 32) {
+    samples_.back() = {seconds, done};
+  } else {
+    samples_.emplace_back(seconds, done);
+  }
   // Keep the newest sample at least a window old as the window's start.
   while (samples_.size() > 2 &&
          seconds - samples_[1].first >= window_seconds_) {

@@ -23,11 +23,14 @@ class ProgressMeter {
   // Records that `done` units were done `seconds` after the start; times are
   // non-decreasing. Samples older than the window are dropped, except the
   // newest of them, so the rate always spans at least the window once the
-  // job has run that long.
+  // job has run that long; samples are kept about window / 32 apart (a
+  // closer one replaces the newest), so frequent calls cost no memory.
   void Add(double seconds, int64_t done);
 
   int64_t total() const { return total_; }
   int64_t done() const { return samples_.empty() ? 0 : samples_.back().second; }
+  // Samples held (the window's, about 32).
+  size_t samples() const { return samples_.size(); }
   // Units per second over the window; 0 before two samples.
   double Rate() const;
   // Seconds to finish at Rate(); -1 when unknown (no total, or no progress

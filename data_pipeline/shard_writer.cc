@@ -84,13 +84,13 @@ struct FileStats {
   int64_t sampled_sentences = 0;
 };
 
-// Tokenizes one chunk. Errors (strict mode) name the file and line.
 // Where a worker adds its progress as it tokenizes: input bytes and tokens.
 struct ShardProgress {
   std::atomic<int64_t>* bytes = nullptr;
   std::atomic<int64_t>* tokens = nullptr;
 };
 
+// Tokenizes one chunk. Errors (strict mode) name the file and line.
 absl::Status TokenizeChunk(const Chunk& chunk, const std::string& path,
                            TextFormat format, const Tokenizer& tok,
                            const PrepareOptions& options,

@@ -65,5 +65,14 @@ TEST(ProgressMeterTest, BytesLine) {
   EXPECT_EQ(unknown.BytesLine(), "2.0 KiB, 1.0 KiB/s");
 }
 
+TEST(ProgressMeterTest, FrequentCallsKeepAFewSamplesAndTheLatestValue) {
+  ProgressMeter meter(0, /*window_seconds=*/32);
+  // 10 units/s sampled every millisecond for 100 s.
+  for (int ms = 0; ms <= 100000; ++ms) meter.Add(ms / 1000.0, ms / 100);
+  EXPECT_EQ(meter.done(), 1000);
+  EXPECT_NEAR(meter.Rate(), 10, 0.05);
+  EXPECT_LE(meter.samples(), 40u);
+}
+
 }  // namespace
 }  // namespace xlnet
