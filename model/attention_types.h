@@ -2,8 +2,9 @@
 // (AttentionBias), the core's choice and tiling (AttentionOptions) and the
 // counter-based dropout of the probabilities (AttentionDropout). Kept apart
 // from the cores so that the unfused core (relative_attention.h), the fused
-// op (tiled_attention.h), LibTorch's SDPA (sdpa_attention.h) and the CUDA
-// kernels include these without including each other.
+// op (tiled_attention.h), LibTorch's SDPA (sdpa_attention.h), the CUDA
+// kernels and the dispatch over them (attention.h) include these without
+// including each other.
 //
 // Letters as in model/README.md: B batch, Lq query rows (L or P), K keys.
 #pragma once

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "model/counter_dropout.h"
 #include "model/philox.h"
-#include "model/tiled_attention.h"
 
 #ifdef XLNET_CUDA_ATTENTION
 #include <c10/cuda/CUDAException.h>

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "model/counter_dropout.h"
 #include "model/fused_elementwise.h"
-#include "model/tiled_attention.h"
 
 namespace xlnet {
 

@@ -5,9 +5,10 @@
 #include <mutex>
 
 #include "model/activation_checkpoint.h"
+#include "model/attention.h"
+#include "model/counter_dropout.h"
 #include "model/fused_elementwise.h"
 #include "model/precision.h"
-#include "model/sdpa_attention.h"
 
 namespace xlnet {
 
@@ -232,19 +233,9 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
 
   // The attention core for queries q [B, H, Lq, Dh] -> [B, H, Lq, Dh].
   auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {
-    if (c.attention.impl == AttentionImpl::kUnfused) {
-      return RelativeAttentionCore(
-          q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
-          attn->r_s_bias, attn->seg_embed, bias, c.qlen, c.dropout, c.training);
-    }
-    if (c.attention.impl == AttentionImpl::kSdpa) {
-      return SdpaRelativeAttentionCore(
-          q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias,
-          attn->r_s_bias, attn->seg_embed, bias, c.qlen, c.dropout, c.training);
-    }
-    return FusedRelativeAttentionCore(
-        q, k_head, v_head, k_r, attn->r_w_bias, attn->r_r_bias, attn->r_s_bias,
-        attn->seg_embed, bias, c.qlen, c.dropout, c.training, c.attention);
+    return AttentionCore(c.attention, q, k_head, v_head, k_r, attn->r_w_bias,
+                         attn->r_r_bias, attn->r_s_bias, attn->seg_embed, bias,
+                         c.qlen, c.dropout, c.training);
   };
   auto q_h = attn->Project(h_low, attn->q);       // [B, H, L, Dh]
   auto vec_h = core(q_h, c.content_bias);         // [B, H, L, Dh]

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "config/config.h"
+#include "model/attention_types.h"
 #include "model/relative_attention.h"
-#include "model/tiled_attention.h"
 
 namespace xlnet {
 
@@ -158,7 +158,7 @@ class XLNetModelImpl : public torch::nn::Module {
   // The attention core of every layer and both streams (train.attention):
   // unfused (default), the fused op's tiled CPU path, or its CUDA kernel.
   // Same results up to rounding with dropout 0; with dropout the fused op
-  // draws its masks from its own counter-based stream (tiled_attention.h),
+  // draws its masks from its own counter-based stream (counter_dropout.h),
   // and with 'tiled' so does every other dropout of the backbone
   // (CounterDropout).
   void SetAttention(const AttentionOptions& options);

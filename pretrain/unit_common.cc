@@ -8,8 +8,8 @@
 #include "common/runtime.h"
 #include "common/status.h"
 #include "data_pipeline/tokenizer_identity.h"
+#include "model/attention.h"
 #include "model/fused_elementwise.h"
-#include "model/sdpa_attention.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/rank_files.h"
@@ -111,17 +111,7 @@ absl::StatusOr<XLNetLMHeadModel> MakePretrainModel(const Config& config,
       config.train.activation_checkpointing);
   AttentionOptions attention;
   attention.impl = config.train.attention;
-  if (attention.impl == AttentionImpl::kCuda && !CudaAttentionCompiled()) {
-    return absl::InvalidArgumentError(
-        "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
-        "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention kernel");
-  }
-  if (attention.impl == AttentionImpl::kSdpa && !SdpaAvailable()) {
-    return absl::InvalidArgumentError(
-        "train.attention: 'sdpa' needs LibTorch >= 2.1 "
-        "(scaled_dot_product_attention); this build has " +
-        std::string(TORCH_VERSION) + " (use 'unfused' or 'tiled')");
-  }
+  XLNET_RETURN_IF_ERROR(CheckAttentionAvailable(attention.impl, device));
   model->transformer->SetAttention(attention);
   if (config.train.fused_elementwise && !FusedElementwiseCompiled()) {
     return absl::InvalidArgumentError(

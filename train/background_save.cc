@@ -15,6 +15,42 @@
 #endif
 
 namespace xlnet {
+namespace {
+
+// Each tensor's place in the host buffer starts at a multiple of 64 bytes.
+int64_t AlignedHostBytes(int64_t bytes) {
+  constexpr int64_t kAlign = 64;
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+}  // namespace
+
+int64_t StateSnapshot::HostBufferBytes(const Files& files) {
+  int64_t total = 0;
+  for (const auto& [file, tensors] : files) {
+    for (const auto& [name, tensor] : tensors) {
+      if (!tensor.is_cpu()) {
+        total += AlignedHostBytes(tensor.numel() * tensor.element_size());
+      }
+    }
+  }
+  return total;
+}
+
+int64_t StateSnapshot::ReserveHostBuffer(const Files& files) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t total = HostBufferBytes(files);
+  if (total == 0) return 0;
+  // Freed at once: the caching host allocator keeps the block for the
+  // next request of its size class, which Host() makes.
+  torch::empty({total},
+               torch::TensorOptions(torch::kUInt8).pinned_memory(true));
+  return total;
+#else
+  (void)files;
+  return 0;
+#endif
+}
 
 std::unique_ptr<StateSnapshot> StateSnapshot::Take(const Files& files) {
   std::unique_ptr<StateSnapshot> snapshot(new StateSnapshot());
@@ -77,20 +113,9 @@ StateSnapshot::Files& StateSnapshot::Host() {
   const c10::Stream side = impl.getStreamFromGlobalPool(device);
   c10::StreamGuard guard(side);
   event->block(side);
-  constexpr int64_t kAlign = 64;
-  const auto aligned = [](int64_t bytes) {
-    return (bytes + kAlign - 1) / kAlign * kAlign;
-  };
-  int64_t total = 0;
-  for (const auto& [file, tensors] : files_) {
-    for (const auto& [name, tensor] : tensors) {
-      if (!tensor.is_cpu()) {
-        total += aligned(tensor.numel() * tensor.element_size());
-      }
-    }
-  }
-  const torch::Tensor buffer = torch::empty(
-      {total}, torch::TensorOptions(torch::kUInt8).pinned_memory(true));
+  const torch::Tensor buffer =
+      torch::empty({HostBufferBytes(files_)},
+                   torch::TensorOptions(torch::kUInt8).pinned_memory(true));
   std::vector<torch::Tensor> clones;
   int64_t offset = 0;
   for (auto& [file, tensors] : files_) {
@@ -104,7 +129,7 @@ StateSnapshot::Files& StateSnapshot::Host() {
       host.copy_(tensor, /*non_blocking=*/true);
       clones.push_back(tensor);
       tensor = host;
-      offset += aligned(bytes);
+      offset += AlignedHostBytes(bytes);
     }
   }
   side.synchronize();

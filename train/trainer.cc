@@ -372,6 +372,40 @@ absl::Status Trainer::Save(int64_t step, bool background) {
   return FinishSave();
 }
 
+absl::Status Trainer::SaveFiles(const std::string& what,
+                                std::map<std::string, NamedTensors>* files) {
+  XLNET_RETURN_IF_ERROR(unit_->SaveUnitState(rank(), files));
+  return CatchExceptions(what, [&]() {
+    (*files)[RngFile(rank())] = {{"cpu", CpuRngState()}};
+    if (rank() == 0) {
+      (*files)[kWeightsFile] = unit_->StateDict();
+      (*files)[kOptimizerFile] = optimizer_->StateTensors();
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Trainer::ReserveSaveBuffer() {
+  const auto start = std::chrono::steady_clock::now();
+  StateSnapshot::Files files;
+  XLNET_RETURN_IF_ERROR(
+      SaveFiles("sizing the background saves' host buffer", &files));
+  int64_t bytes = 0;
+  XLNET_RETURN_IF_ERROR(
+      CatchExceptions("reserving the background saves' host buffer", [&]() {
+        bytes = StateSnapshot::ReserveHostBuffer(files);
+        return absl::OkStatus();
+      }));
+  if (bytes > 0) {
+    XLOG(INFO) << absl::StrFormat(
+        "background saves: %s of page-locked host memory reserved in %.2f s",
+        HumanBytes(static_cast<double>(bytes)),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::StartSave(int64_t step, bool background) {
   // One save at a time: the previous one is committed first.
   XLNET_RETURN_IF_ERROR(FinishSave());
@@ -393,14 +427,9 @@ absl::Status Trainer::StartSave(int64_t step, bool background) {
       rank() == 0 ? CheckRunLock(checkpoints_.StepDir(step)) : absl::OkStatus();
   save->lock_lost = !own.ok();
   StateSnapshot::Files files;
-  if (own.ok()) own = unit_->SaveUnitState(rank(), &files);
+  if (own.ok()) own = SaveFiles(absl::StrCat("saving ", save->name), &files);
   if (own.ok()) {
     own = CatchExceptions(absl::StrCat("saving ", save->name), [&]() {
-      files[RngFile(rank())] = {{"cpu", CpuRngState()}};
-      if (rank() == 0) {
-        files[kWeightsFile] = unit_->StateDict();
-        files[kOptimizerFile] = optimizer_->StateTensors();
-      }
       if (background) {
         save->snapshot = StateSnapshot::Take(files);
       } else {
@@ -1107,6 +1136,14 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   }
   optimizer_->ZeroGrad();
   ++step_;
+  // The page-locked buffer of the background saves, once all the state they
+  // copy exists: in the run's first step, which start-up costs already
+  // slow, rather than in the first save (StateSnapshot::ReserveHostBuffer).
+  if (step_ == start_step_ + 1 && options_.save_checkpoints &&
+      options_.train.background_save && options_.train.save_steps > 0 &&
+      options_.train.save_steps < options_.train.max_steps) {
+    XLNET_RETURN_IF_ERROR(ReserveSaveBuffer());
+  }
   if (pending_save_) {
     ++pending_save_->trained_steps;
     XLNET_RETURN_IF_ERROR(AdvanceSave(saves_done, saves_failed));

@@ -344,6 +344,14 @@ class Trainer {
   // stopping count.
   absl::Status EvaluateAndKeepBest();
   absl::Status SaveBest(const std::map<std::string, double>& eval);
+  // What a save of this rank writes, by file: the unit's state and this
+  // rank's RNG; on rank 0 also the weights and the optimizer's state (the
+  // live tensors, not copies). `what` names the action in errors.
+  absl::Status SaveFiles(const std::string& what,
+                         std::map<std::string, NamedTensors>* files);
+  // With background saves: reserves their page-locked host buffer
+  // (StateSnapshot::ReserveHostBuffer) and logs its size and time.
+  absl::Status ReserveSaveBuffer();
   // Saves checkpoint step_<step>: StartSave, then (unless `background`)
   // FinishSave. Collectives: every rank calls it at the same step.
   absl::Status Save(int64_t step, bool background = false);

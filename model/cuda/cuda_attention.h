@@ -14,7 +14,7 @@
 
 namespace xlnet {
 
-// FusedRelativeAttention's contract (tiled_attention.h) for CUDA tensors of
+// FusedRelativeAttention's contract (model/attention.h) for CUDA tensors of
 // dtype fp32, fp16 or bf16, head size <= 128; FusedRelativeAttention, its
 // one caller, has checked the inputs (CheckFusedAttentionInputs). Dropout uses
 // the same Philox stream as the CPU path, so with equal seeds both drop the

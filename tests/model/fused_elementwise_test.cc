@@ -19,6 +19,7 @@
 namespace xlnet {
 namespace {
 
+using testing::MaskCorrelation;
 using testing::MaxAbsDiff;
 
 // max |a - b| / max |b|: the error relative to the reference's magnitude.
@@ -277,16 +278,6 @@ TEST(FusedElementwiseDropoutTest, KeepRateAndSeeds) {
   const auto out =
       BiasActivationDropout(y, torch::zeros({cols}), FusedActivation::kRelu, d);
   EXPECT_TRUE((out != 0).equal(a));
-}
-
-// Pearson correlation of two equally shaped masks.
-double MaskCorrelation(const torch::Tensor& a, const torch::Tensor& b) {
-  const torch::Tensor x = a.to(torch::kDouble).flatten();
-  const torch::Tensor y = b.to(torch::kDouble).flatten();
-  const torch::Tensor dx = x - x.mean(), dy = y - y.mean();
-  return (dx * dy).sum().item<double>() /
-         std::sqrt((dx * dx).sum().item<double>() *
-                   (dy * dy).sum().item<double>());
 }
 
 // What training relies on beyond the keep rate: the decisions of one call

@@ -38,6 +38,17 @@ inline std::map<std::string, torch::Tensor> ReadTensors(
   return out;
 }
 
+// Pearson correlation of two equally shaped masks (0/1 or bool): ~0 for
+// independent ones, with a standard error of ~1/sqrt(numel).
+inline double MaskCorrelation(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor x = a.to(torch::kDouble).flatten();
+  const torch::Tensor y = b.to(torch::kDouble).flatten();
+  const torch::Tensor dx = x - x.mean(), dy = y - y.mean();
+  return (dx * dy).sum().item<double>() /
+         std::sqrt((dx * dx).sum().item<double>() *
+                   (dy * dy).sum().item<double>());
+}
+
 inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
   if (!a.sizes().equals(b.sizes())) return 1e30;

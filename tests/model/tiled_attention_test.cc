@@ -15,6 +15,8 @@
 
 #include <tuple>
 
+#include "model/attention.h"
+#include "model/counter_dropout.h"
 #include "model/philox.h"
 #include "model/precision.h"
 #include "model/relative_attention.h"

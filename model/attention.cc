@@ -1,0 +1,150 @@
+#include "model/attention.h"
+
+#include <torch/version.h>
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "model/counter_dropout.h"
+#include "model/relative_attention.h"
+#include "model/sdpa_attention.h"
+#include "model/tiled_attention.h"
+#ifdef XLNET_CUDA_ATTENTION
+#include "model/cuda/cuda_attention.h"
+#endif
+
+namespace xlnet {
+
+bool CudaAttentionCompiled() {
+#ifdef XLNET_CUDA_ATTENTION
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::Status CheckAttentionAvailable(AttentionImpl impl,
+                                     const torch::Device& device) {
+  switch (impl) {
+    case AttentionImpl::kUnfused:
+      return absl::OkStatus();
+    case AttentionImpl::kTiled:
+      if (device.is_cpu()) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "train.attention: 'tiled' is the CPU implementation; on ",
+          device.str(), " use 'sdpa', 'cuda' or 'unfused'"));
+    case AttentionImpl::kCuda:
+      if (!CudaAttentionCompiled()) {
+        return absl::InvalidArgumentError(
+            "train.attention: 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
+            "-DXLNET_CUDA_ATTENTION=ON; this build has no CUDA attention "
+            "kernel");
+      }
+      if (device.is_cuda()) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          absl::StrCat("train.attention: 'cuda' runs on CUDA devices; on ",
+                       device.str(), " use 'tiled' or 'unfused'"));
+    case AttentionImpl::kSdpa:
+      if (SdpaAvailable()) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          absl::StrCat("train.attention: 'sdpa' needs LibTorch >= 2.1 "
+                       "(scaled_dot_product_attention); this build has ",
+                       TORCH_VERSION, " (use 'unfused' or 'tiled')"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("train.attention: unknown value ", static_cast<int>(impl)));
+}
+
+torch::Tensor FusedRelativeAttention(
+    const torch::Tensor& qw, const torch::Tensor& qr, const torch::Tensor& k,
+    const torch::Tensor& v, const torch::Tensor& k_r, const torch::Tensor& seg,
+    const AttentionBias& bias, int64_t qlen, double scale,
+    const AttentionDropout& dropout, const AttentionTiles& tiles) {
+  if (qw.is_cuda()) {
+#ifdef XLNET_CUDA_ATTENTION
+    TORCH_CHECK(dropout.p >= 0 && dropout.p < 1,
+                "fused attention: dropout must be in [0, 1), got ", dropout.p);
+    CheckFusedAttentionInputs(qw, qr, k, v, k_r, seg, bias, qlen);
+    return CudaFusedRelativeAttention(qw, qr, k, v, k_r, seg, bias, qlen, scale,
+                                      dropout);
+#else
+    TORCH_CHECK(false,
+                "fused attention on CUDA tensors needs the kernel: build with "
+                "-DXLNET_WITH_CUDA=ON -DXLNET_CUDA_ATTENTION=ON");
+#endif
+  }
+  TORCH_CHECK(qw.device().is_cpu(),
+              "fused attention: CPU or CUDA tensors expected, got ",
+              qw.device());
+  return TiledRelativeAttention(qw, qr, k, v, k_r, seg, bias, qlen, scale,
+                                dropout, tiles);
+}
+
+torch::Tensor FusedRelativeAttentionCore(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& k_r, const torch::Tensor& r_w_bias,
+    const torch::Tensor& r_r_bias, const torch::Tensor& r_s_bias,
+    const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
+    double dropout, bool training, const AttentionOptions& options) {
+  TORCH_CHECK(options.impl == AttentionImpl::kTiled ||
+                  options.impl == AttentionImpl::kCuda,
+              "FusedRelativeAttentionCore: impl '", EnumName(options.impl),
+              "' is not the fused op (RelativeAttentionCore is 'unfused', "
+              "SdpaRelativeAttentionCore 'sdpa')");
+  if (options.impl == AttentionImpl::kCuda) {
+    TORCH_CHECK(CudaAttentionCompiled(),
+                "attention 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
+                "-DXLNET_CUDA_ATTENTION=ON (this build has no CUDA kernel)");
+    TORCH_CHECK(q.is_cuda(), "attention 'cuda' needs CUDA tensors, got ",
+                q.device(), " (use 'tiled' or 'unfused' on the CPU)");
+  } else {
+    TORCH_CHECK(!q.is_cuda(),
+                "attention 'tiled' is the CPU implementation; CUDA tensors "
+                "need 'cuda' or 'unfused'");
+  }
+  const int64_t dh = q.size(3);
+  // One dtype for the op: the compute dtype of k (bf16/fp16 under autocast),
+  // as the unfused path's autocast matmuls see q + bias.
+  const auto dtype = k.scalar_type();
+  auto qw = AddHeadBias(q, r_w_bias).to(dtype);  // [B, H, Lq, Dh]
+  auto qr = AddHeadBias(q, r_r_bias).to(dtype);  // [B, H, Lq, Dh]
+  torch::Tensor seg;
+  if (bias.seg_diff.defined()) {
+    seg = SegmentScores(q, r_s_bias, seg_embed).to(dtype);  // [B, H, Lq, 2]
+  }
+  AttentionDropout drop;
+  if (training && dropout > 0) {
+    drop.p = dropout;
+    drop.seed = DrawCpuSeed();
+  }
+  return FusedRelativeAttention(qw, qr, k, v.to(dtype), k_r.to(dtype), seg,
+                                bias, qlen, 1.0 / std::sqrt(double(dh)), drop,
+                                options.tiles);
+}
+
+torch::Tensor AttentionCore(
+    const AttentionOptions& options, const torch::Tensor& q,
+    const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& k_r,
+    const torch::Tensor& r_w_bias, const torch::Tensor& r_r_bias,
+    const torch::Tensor& r_s_bias, const torch::Tensor& seg_embed,
+    const AttentionBias& bias, int64_t qlen, double dropout, bool training) {
+  switch (options.impl) {
+    case AttentionImpl::kUnfused:
+      return RelativeAttentionCore(q, k, v, k_r, r_w_bias, r_r_bias, r_s_bias,
+                                   seg_embed, bias, qlen, dropout, training);
+    case AttentionImpl::kSdpa:
+      return SdpaRelativeAttentionCore(q, k, v, k_r, r_w_bias, r_r_bias,
+                                       r_s_bias, seg_embed, bias, qlen, dropout,
+                                       training);
+    case AttentionImpl::kTiled:
+    case AttentionImpl::kCuda:
+      return FusedRelativeAttentionCore(q, k, v, k_r, r_w_bias, r_r_bias,
+                                        r_s_bias, seg_embed, bias, qlen,
+                                        dropout, training, options);
+  }
+  TORCH_CHECK(false, "AttentionCore: unknown impl ",
+              static_cast<int>(options.impl));
+}
+
+}  // namespace xlnet
