@@ -92,17 +92,8 @@ torch::Tensor FusedRelativeAttentionCore(
               "FusedRelativeAttentionCore: impl '", EnumName(options.impl),
               "' is not the fused op (RelativeAttentionCore is 'unfused', "
               "SdpaRelativeAttentionCore 'sdpa')");
-  if (options.impl == AttentionImpl::kCuda) {
-    TORCH_CHECK(CudaAttentionCompiled(),
-                "attention 'cuda' needs a build with -DXLNET_WITH_CUDA=ON "
-                "-DXLNET_CUDA_ATTENTION=ON (this build has no CUDA kernel)");
-    TORCH_CHECK(q.is_cuda(), "attention 'cuda' needs CUDA tensors, got ",
-                q.device(), " (use 'tiled' or 'unfused' on the CPU)");
-  } else {
-    TORCH_CHECK(!q.is_cuda(),
-                "attention 'tiled' is the CPU implementation; CUDA tensors "
-                "need 'cuda' or 'unfused'");
-  }
+  const absl::Status available = CheckAttentionAvailable(options.impl, q.device());
+  TORCH_CHECK(available.ok(), available.message());
   const int64_t dh = q.size(3);
   // One dtype for the op: the compute dtype of k (bf16/fp16 under autocast),
   // as the unfused path's autocast matmuls see q + bias.
