@@ -264,10 +264,11 @@ struct TrainConfig {
   AttentionImpl attention = AttentionImpl::kUnfused;
   // Run the feed-forward's bias + activation + dropout and the dropout +
   // residual + LayerNorm after the attention output and the feed-forward
-  // as fused CUDA kernels (model/fused_elementwise.h); needs device cuda
-  // and a build with -DXLNET_CUDA_ATTENTION=ON. Dropout masks then come
-  // from the counter-based generator seeded from the CPU generator.
-  bool fused_elementwise = false;
+  // as fused CUDA kernels (model/fused_elementwise.h): auto (on for device
+  // cuda in builds with our CUDA kernels, XLNET_CUDA_ATTENTION), true
+  // (needs both) or false. Dropout masks then come from the counter-based
+  // generator seeded from the CPU generator.
+  FusedElementwise fused_elementwise = FusedElementwise::kAuto;
   // Stop after this many non-finite steps in a row.
   int64_t max_bad_steps = 20;
   // Seconds a training step's collectives may take before a stuck rank is

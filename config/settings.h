@@ -66,6 +66,14 @@ enum class AttentionImpl {
              // model/sdpa_attention.h)
 };
 
+// train.fused_elementwise: whether the model runs its feed-forward and
+// residual tails as the fused ops of model/fused_elementwise.h.
+enum class FusedElementwise {
+  kAuto,  // on for device cuda in builds with our CUDA kernels, else off
+  kOn,    // on; needs device cuda and a build with the kernels
+  kOff,   // LibTorch's element-wise ops
+};
+
 // finetune.bad_rows: what a reader does with a malformed input row.
 enum class BadRowPolicy {
   kError,  // fail with the first one
@@ -138,6 +146,18 @@ struct EnumTable<AttentionImpl> {
       {AttentionImpl::kCuda, "cuda"},
       {AttentionImpl::kSdpa, "sdpa"},
   }};
+};
+
+// "true" and "false" are the names the setting had as a bool, so configs
+// and checkpoints that wrote it then still read.
+template <>
+struct EnumTable<FusedElementwise> {
+  static constexpr std::array<std::pair<FusedElementwise, const char*>, 3>
+      kNames{{
+          {FusedElementwise::kAuto, "auto"},
+          {FusedElementwise::kOn, "true"},
+          {FusedElementwise::kOff, "false"},
+      }};
 };
 
 template <>

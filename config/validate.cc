@@ -233,9 +233,10 @@ std::optional<Problem> CheckTrain(const TrainConfig& t) {
           "'unfused')");
   c.Check(t.attention != AttentionImpl::kCuda || cuda, "attention",
           "'cuda' needs device cuda ('tiled' on cpu)");
-  c.Check(!t.fused_elementwise || cuda, "fused_elementwise",
+  c.Check(t.fused_elementwise != FusedElementwise::kOn || cuda,
+          "fused_elementwise",
           "needs device cuda (on cpu the fused ops' C++ loops are slower "
-          "than LibTorch's element-wise ops; set it to false)");
+          "than LibTorch's element-wise ops; set it to auto or false)");
   c.Check(t.max_bad_steps >= 1, "max_bad_steps", "must be >= 1");
   c.Check(t.dist_timeout_s >= 1, "dist_timeout_s", "must be >= 1");
   c.Check(t.io_timeout_s >= 1, "io_timeout_s", "must be >= 1");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "model/counter_dropout.h"
 #include "model/philox.h"
 
@@ -569,6 +570,31 @@ bool FusedElementwiseCompiled() {
 #else
   return false;
 #endif
+}
+
+absl::StatusOr<bool> UseFusedElementwise(FusedElementwise setting,
+                                         const torch::Device& device) {
+  switch (setting) {
+    case FusedElementwise::kOff:
+      return false;
+    case FusedElementwise::kAuto:
+      return device.is_cuda() && FusedElementwiseCompiled();
+    case FusedElementwise::kOn:
+      break;
+  }
+  if (!FusedElementwiseCompiled()) {
+    return absl::InvalidArgumentError(
+        "train.fused_elementwise: true needs a build with "
+        "-DXLNET_WITH_CUDA=ON and -DXLNET_CUDA_ATTENTION=ON (the default "
+        "with CUDA); this build has no fused element-wise kernels (set it "
+        "to auto or false)");
+  }
+  if (!device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("train.fused_elementwise: true needs device cuda, got ",
+                     device.str(), " (set it to auto or false)"));
+  }
+  return true;
 }
 
 FusedActivation FusedActivationFromName(const std::string& name) {

@@ -26,12 +26,21 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "config/settings.h"
 #include "model/attention_types.h"
 
 namespace xlnet {
 
 // Whether this build contains the CUDA kernels (-DXLNET_CUDA_ATTENTION=ON).
 bool FusedElementwiseCompiled();
+
+// train.fused_elementwise for a model on `device`: auto is on exactly for
+// CUDA devices in builds with the kernels; true in a build without them is
+// an error naming the key and the build options (validation has already
+// refused true on the CPU).
+absl::StatusOr<bool> UseFusedElementwise(FusedElementwise setting,
+                                         const torch::Device& device);
 
 // The activation of BiasActivationDropout.
 enum class FusedActivation { kGelu, kGeluTanh, kRelu };

@@ -113,13 +113,10 @@ absl::StatusOr<XLNetLMHeadModel> MakePretrainModel(const Config& config,
   attention.impl = config.train.attention;
   XLNET_RETURN_IF_ERROR(CheckAttentionAvailable(attention.impl, device));
   model->transformer->SetAttention(attention);
-  if (config.train.fused_elementwise && !FusedElementwiseCompiled()) {
-    return absl::InvalidArgumentError(
-        "train.fused_elementwise: needs a build with -DXLNET_WITH_CUDA=ON "
-        "-DXLNET_CUDA_ATTENTION=ON; this build has no fused element-wise "
-        "kernels (set it to false)");
-  }
-  model->transformer->SetFusedElementwise(config.train.fused_elementwise);
+  XLNET_ASSIGN_OR_RETURN(
+      const bool fused_elementwise,
+      UseFusedElementwise(config.train.fused_elementwise, device));
+  model->transformer->SetFusedElementwise(fused_elementwise);
   return model;
 }
 

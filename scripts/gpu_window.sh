@@ -200,7 +200,7 @@ bench_run() {
 phase_B() {
   echo "== B: xlnet-bench ($CONFIG on $DEVICE)"
   prepare_data || { echo "gpu_window: 'B: data' failed"; return; }
-  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused"}
+  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused --set train.fused_elementwise=false"}
   local round spec name args
   for round in 1 2; do
     IFS=';' read -ra specs <<< "$variants"
@@ -297,7 +297,7 @@ phase_D() {
   local parts=" ${XLNET_GPU_D:-resume losses ranks save probe} "
   local spec name args
   # ';'-separated "name:--set k=v ..." as in phase B.
-  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true"}
+  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16 --set train.fused_elementwise=false;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true"}
   ((DRY)) && resumes="fp32:--set train.dtype=fp32"
   [[ $parts == *" resume "* ]] || resumes=""
   IFS=';' read -ra specs <<< "$resumes"
@@ -310,7 +310,7 @@ phase_D() {
   # runs side by side on the one device (each is deterministic alone).
   local n=${XLNET_GPU_LOSS_STEPS:-2000}
   ((DRY)) && n=20
-  local losses=${XLNET_GPU_LOSSES:-"fp32:--set train.dtype=fp32;bf16:--set train.dtype=bf16;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_sdpa_fused:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true"}
+  local losses=${XLNET_GPU_LOSSES:-"fp32:--set train.dtype=fp32 --set train.fused_elementwise=false;bf16:--set train.dtype=bf16 --set train.fused_elementwise=false;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_sdpa_fused:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true"}
   ((DRY)) && losses="fp32:--set train.dtype=fp32;bf16:--set train.dtype=bf16"
   local pids=() start=$SECONDS
   [[ $parts == *" losses "* ]] || losses=""

@@ -144,7 +144,18 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
   config = ParseConfig("train:\n  device: cuda\n  fused_elementwise: true\n",
                        "r.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_TRUE(config->train.fused_elementwise);
+  EXPECT_EQ(config->train.fused_elementwise, FusedElementwise::kOn);
+  // auto (the default) and false are valid anywhere; so is the bool's name.
+  config = ParseConfig("train:\n  fused_elementwise: false\n", "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.fused_elementwise, FusedElementwise::kOff);
+  config = ParseConfig("", "r.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->train.fused_elementwise, FusedElementwise::kAuto);
+  config = ParseConfig("train:\n  fused_elementwise: yes\n", "r.yaml");
+  EXPECT_NE(Message(config.status()).find("auto, true, false"),
+            std::string::npos)
+      << Message(config.status());
   // Early stopping counts evaluations: it needs eval_steps.
   config = ParseConfig("train:\n  patience: 3\n", "r.yaml");
   EXPECT_EQ(Message(config.status()),

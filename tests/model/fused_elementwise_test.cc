@@ -335,6 +335,28 @@ TEST(FusedElementwiseDropoutTest, DrawnOnlyWhenTraining) {
   EXPECT_EQ(a.p, 0.1);
 }
 
+TEST(FusedElementwiseTest, SettingResolvesByDeviceAndBuild) {
+  const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
+  const bool built = FusedElementwiseCompiled();
+  EXPECT_EQ(*UseFusedElementwise(FusedElementwise::kAuto, cpu), false);
+  EXPECT_EQ(*UseFusedElementwise(FusedElementwise::kAuto, cuda), built);
+  EXPECT_EQ(*UseFusedElementwise(FusedElementwise::kOff, cuda), false);
+  const absl::StatusOr<bool> on_cuda =
+      UseFusedElementwise(FusedElementwise::kOn, cuda);
+  EXPECT_EQ(on_cuda.ok(), built);
+  if (!built) {
+    EXPECT_NE(on_cuda.status().message().find("-DXLNET_CUDA_ATTENTION=ON"),
+              std::string::npos)
+        << on_cuda.status();
+  }
+  const absl::StatusOr<bool> on_cpu =
+      UseFusedElementwise(FusedElementwise::kOn, cpu);
+  ASSERT_FALSE(on_cpu.ok());
+  EXPECT_NE(on_cpu.status().message().find("train.fused_elementwise"),
+            std::string::npos)
+      << on_cpu.status();
+}
+
 TEST(FusedElementwiseTest, RejectsBadArguments) {
   const auto y = torch::randn({2, 4});
   EXPECT_THROW(
