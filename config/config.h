@@ -248,6 +248,13 @@ struct TrainConfig {
   // one copy of this rank's state (and, on CUDA, device memory for it until
   // it reaches the host).
   bool background_save = false;
+  // When a step's numbers (loss, gradient norm, the stop flag, the save
+  // progress) reach the host: each_step (at the end of every step, which
+  // on a GPU drains the device's queue) or deferred (one step late, after
+  // the next step is queued, so the GPU never waits for the host; at once
+  // on log, evaluation, save and last steps; skipped steps decided on the
+  // device). The trained weights are the same (train/trainer.h).
+  StepReads step_reads = StepReads::kEachStep;
   // "cpu" or "cuda" (or "cuda:N").
   std::string device = "cpu";
   // fp32, bf16 (autocast) or fp16 (CUDA only, with loss scaling).

@@ -101,6 +101,7 @@ void VisitTrain(S& c, V& v) {
   v("keep_checkpoints", c.keep_checkpoints);
   v("save_memory", c.save_memory);
   v("background_save", c.background_save);
+  v("step_reads", c.step_reads);
   v("device", c.device);
   v("dtype", c.dtype);
   v("threads", c.threads);

@@ -99,6 +99,7 @@ constexpr ResumeKeyRule kResumeKeyRules[] = {
     {"train.keep_checkpoints", kBook},
     {"train.save_memory", kBook},
     {"train.background_save", kBook},
+    {"train.step_reads", kBook},
     {"train.max_bad_steps", kBook},
     {"train.dist_timeout_s", kBook},
     {"train.io_timeout_s", kBook},

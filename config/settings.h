@@ -74,6 +74,14 @@ enum class FusedElementwise {
   kOff,   // LibTorch's element-wise ops
 };
 
+// train.step_reads: when the trainer reads a step's numbers (loss, gradient
+// norm, the stop flag) from the device (train/trainer.h).
+enum class StepReads {
+  kEachStep,  // at the end of every step: the device drains its queue
+  kDeferred,  // one step late, once the next step is queued, and at once
+              // only on log, evaluation, save and last steps
+};
+
 // finetune.bad_rows: what a reader does with a malformed input row.
 enum class BadRowPolicy {
   kError,  // fail with the first one
@@ -158,6 +166,14 @@ struct EnumTable<FusedElementwise> {
           {FusedElementwise::kOn, "true"},
           {FusedElementwise::kOff, "false"},
       }};
+};
+
+template <>
+struct EnumTable<StepReads> {
+  static constexpr std::array<std::pair<StepReads, const char*>, 2> kNames{{
+      {StepReads::kEachStep, "each_step"},
+      {StepReads::kDeferred, "deferred"},
+  }};
 };
 
 template <>

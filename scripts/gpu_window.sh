@@ -120,6 +120,13 @@ phase_A() {
     --gtest_output="json:$OUT/A_kernels.json"
   check "A: kernel tests"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/A_kernels.log"
+  if [[ -x "$BIN/xlnet_train_test" ]]; then
+    # The optimizer's device-side skip (train.step_reads: deferred).
+    timed "A train" run_logged "$OUT/A_train.log" "$BIN/xlnet_train_test" \
+      --gtest_filter="${XLNET_GPU_TRAIN_TESTS:-*Cuda*}"
+    check "A: train tests on the device"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/A_train.log"
+  fi
   if [[ -x "$BIN/xlnet_data_test" ]]; then
     XLNET_TEST_DEVICE=$DEVICE timed "A data" run_logged "$OUT/A_data.log" \
       "$BIN/xlnet_data_test" --gtest_filter="${XLNET_GPU_DATA_TESTS:-*Pinned*}"
@@ -200,7 +207,7 @@ bench_run() {
 phase_B() {
   echo "== B: xlnet-bench ($CONFIG on $DEVICE)"
   prepare_data || { echo "gpu_window: 'B: data' failed"; return; }
-  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused --set train.fused_elementwise=false"}
+  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused --set train.fused_elementwise=false;+bf16_sdpa_deferred:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true --set train.step_reads=deferred"}
   local round spec name args
   for round in 1 2; do
     IFS=';' read -ra specs <<< "$variants"
@@ -297,7 +304,7 @@ phase_D() {
   local parts=" ${XLNET_GPU_D:-resume losses ranks save probe} "
   local spec name args
   # ';'-separated "name:--set k=v ..." as in phase B.
-  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16 --set train.fused_elementwise=false;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true"}
+  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16 --set train.fused_elementwise=false;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_deferred:--set train.dtype=bf16 --set train.fused_elementwise=true --set train.step_reads=deferred"}
   ((DRY)) && resumes="fp32:--set train.dtype=fp32"
   [[ $parts == *" resume "* ]] || resumes=""
   IFS=';' read -ra specs <<< "$resumes"

@@ -113,21 +113,91 @@ AdamW::AdamW(NamedTensors params, const TrainConfig& train)
   }
 }
 
+std::vector<size_t> AdamW::WithGrad(const Group& group) const {
+  std::vector<size_t> index;
+  for (size_t i : group.members) {
+    if (params_[i].second.grad().defined()) index.push_back(i);
+  }
+  return index;
+}
+
+bool AdamW::Fused(const Group& group, const std::vector<size_t>& index) const {
+#if TORCH_VERSION_MAJOR >= 2
+  // The fused kernel walks each tensor as a flat array and refuses (throws
+  // for) tensors that differ in dtype, sizes or strides, and empty ones:
+  // such a group takes the multi-tensor ops instead.
+  if (!group.device.is_cuda()) return false;
+  for (size_t i : index) {
+    const torch::Tensor& p = params_[i].second;
+    const torch::Tensor g = p.grad();
+    if (p.numel() == 0 || !p.is_contiguous() ||
+        g.scalar_type() != group.dtype || g.strides() != p.strides() ||
+        exp_avg_[i].strides() != p.strides() ||
+        exp_avg_sq_[i].strides() != p.strides()) {
+      return false;
+    }
+  }
+  return true;
+#else
+  (void)group;
+  (void)index;
+  return false;
+#endif
+}
+
+bool AdamW::DecidesOnDevice() const {
+  bool any = false;
+  for (const Group& group : groups_) {
+    const std::vector<size_t> index = WithGrad(group);
+    if (index.empty()) continue;
+    if (!Fused(group, index)) return false;
+    any = true;
+  }
+  return any;
+}
+
 void AdamW::Step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;
-  std::vector<size_t> index;
   for (Group& group : groups_) {
-    index.clear();
-    for (size_t i : group.members) {
-      if (params_[i].second.grad().defined()) index.push_back(i);
-    }
+    const std::vector<size_t> index = WithGrad(group);
     if (!index.empty()) StepGroup(group, index, lr * group.lr_scale);
   }
 }
 
+void AdamW::Step(double lr, const torch::Tensor& skip) {
+  TORCH_CHECK(skip.numel() == 1, "AdamW::Step: skip must hold one number, got ",
+              skip.sizes());
+  torch::NoGradGuard no_grad;
+  if (!DecidesOnDevice()) {
+    unsettled_.push_back(false);
+    if (skip.item<double>() == 0) Step(lr);
+    return;
+  }
+  TORCH_CHECK(std::none_of(unsettled_.begin(), unsettled_.end(),
+                           [](bool device) { return !device; }),
+              "AdamW::Step: a host-decided step is still unsettled");
+  ++steps_;
+  unsettled_.push_back(true);
+  for (Group& group : groups_) {
+    const std::vector<size_t> index = WithGrad(group);
+    if (index.empty()) continue;
+    // The kernel reads found_inf as one fp32 number on its device.
+    const torch::Tensor found_inf =
+        skip.detach().reshape({}).to(group.device, torch::kFloat);
+    StepGroup(group, index, lr * group.lr_scale, &found_inf);
+  }
+}
+
+void AdamW::Settle(bool skipped) {
+  TORCH_CHECK(!unsettled_.empty(), "AdamW::Settle without an unsettled Step");
+  const bool on_device = unsettled_.front();
+  unsettled_.pop_front();
+  if (on_device && skipped) --steps_;
+}
+
 void AdamW::StepGroup(Group& group, const std::vector<size_t>& index,
-                      double step_lr) {
+                      double step_lr, const torch::Tensor* found_inf) {
   std::vector<torch::Tensor> p, g, m, v;
   for (size_t i : index) {
     p.push_back(params_[i].second);
@@ -137,30 +207,38 @@ void AdamW::StepGroup(Group& group, const std::vector<size_t>& index,
   }
   const double wd = group.weight_decay;
 #if TORCH_VERSION_MAJOR >= 2
-  // The fused kernel walks each tensor as a flat array and refuses (throws
-  // for) tensors that differ in dtype, sizes or strides, and empty ones:
-  // such a group takes the multi-tensor ops below instead.
-  bool fused = group.device.is_cuda();
-  for (size_t k = 0; fused && k < p.size(); ++k) {
-    fused =
-        p[k].numel() > 0 && p[k].is_contiguous() &&
-        g[k].scalar_type() == group.dtype && g[k].strides() == p[k].strides() &&
-        m[k].strides() == p[k].strides() && v[k].strides() == p[k].strides();
-  }
-  if (fused) {
-    if (!group.step_count.defined()) {
-      group.step_count = torch::zeros(
-          {}, torch::TensorOptions(torch::kFloat).device(group.device));
+  if (Fused(group, index)) {
+    if (found_inf == nullptr) {
+      if (!group.step_count.defined()) {
+        group.step_count = torch::zeros(
+            {}, torch::TensorOptions(torch::kFloat).device(group.device));
+      }
+      // A fill kernel, not a host-to-device copy (which would sync).
+      group.step_count.fill_(static_cast<double>(steps_));
+    } else {
+      if (!group.step_count.defined()) {
+        // The count before this step: every earlier device decision is
+        // settled when the count is new (first step, or after LoadState).
+        group.step_count = torch::full(
+            {}, static_cast<double>(steps_ - 1),
+            torch::TensorOptions(torch::kFloat).device(group.device));
+      }
+      // Advances by 1 - found_inf; a skipped step leaves the moments and
+      // weights as they are (the kernel returns early on found_inf).
+      group.step_count.add_(1).sub_(*found_inf);
     }
-    // A fill kernel, not a host-to-device copy (which would sync).
-    group.step_count.fill_(static_cast<double>(steps_));
     const std::vector<torch::Tensor> steps(p.size(), group.step_count);
+    std::optional<torch::Tensor> inf;
+    if (found_inf != nullptr) inf = *found_inf;
     at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, steps, step_lr,
                       beta1_, beta2_, wd, eps_, /*amsgrad=*/false,
                       /*maximize=*/false, /*grad_scale=*/std::nullopt,
-                      /*found_inf=*/std::nullopt);
+                      /*found_inf=*/inf);
     return;
   }
+#else
+  TORCH_CHECK(found_inf == nullptr,
+              "AdamW: a device-side skip needs LibTorch >= 2");
 #endif
   const double bias1 = 1.0 - std::pow(beta1_, steps_);
   const double bias2 = 1.0 - std::pow(beta2_, steps_);
@@ -237,6 +315,8 @@ absl::Status AdamW::LoadState(const SafetensorsFile& file) {
     exp_avg_sq_[i].copy_(sq[i]);
   }
   steps_ = step->item<int64_t>();
+  unsettled_.clear();
+  for (Group& group : groups_) group.step_count = torch::Tensor();
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,19 @@ class AdamW {
   // One update with peak-scaled rate `lr` (from ScheduledLearningRate).
   // Parameters whose .grad() is undefined are skipped.
   void Step(double lr);
+  // The same update unless `skip` (one number on the parameters' device,
+  // nonzero: a non-finite step) says to leave everything as it is. When
+  // every group takes the fused kernel the decision stays on the device
+  // (the kernel's found_inf; the step counts advance by 1 - skip there), so
+  // the host need not wait for the step; otherwise skip is read here. Each
+  // call must be followed, in order, by one Settle once the caller knows
+  // the outcome.
+  void Step(double lr, const torch::Tensor& skip);
+  // Whether the oldest unsettled Step(lr, skip) was skipped: the host step
+  // count catches up with a decision taken on the device.
+  void Settle(bool skipped);
+  // Whether Step(lr, skip) decides on the device (every group fused).
+  bool DecidesOnDevice() const;
   void ZeroGrad();
   // Optimizer steps taken so far.
   int64_t steps() const { return steps_; }
@@ -77,14 +91,21 @@ class AdamW {
     double weight_decay = 0;
     torch::Device device = torch::kCPU;
     torch::ScalarType dtype = torch::kFloat;
-    // The fused kernel's step count (fp32 on the device, steps_ at each
-    // Step; shared by the group's tensors). Created at the first fused step.
+    // The fused kernel's step count (fp32 on the device, shared by the
+    // group's tensors): set to steps_ by host-decided steps, advanced by
+    // 1 - skip on the device by device-decided ones. Created at the first
+    // fused step, cleared by LoadState.
     torch::Tensor step_count;
   };
+  // Whether `group`'s parameters in `index` take at::_fused_adamw_.
+  bool Fused(const Group& group, const std::vector<size_t>& index) const;
+  // The indices of `group`'s parameters that have a gradient.
+  std::vector<size_t> WithGrad(const Group& group) const;
   // The multi-tensor update of `index`'s parameters (all with a gradient)
-  // of group `group` at rate `step_lr`.
-  void StepGroup(Group& group, const std::vector<size_t>& index,
-                 double step_lr);
+  // of group `group` at rate `step_lr`; with `found_inf` (fused groups
+  // only) the kernel skips itself when it is nonzero.
+  void StepGroup(Group& group, const std::vector<size_t>& index, double step_lr,
+                 const torch::Tensor* found_inf = nullptr);
 
   NamedTensors params_;
   std::vector<torch::Tensor> exp_avg_;
@@ -94,6 +115,9 @@ class AdamW {
   std::vector<Group> groups_;
   double beta1_, beta2_, eps_;
   int64_t steps_ = 0;
+  // Per unsettled Step(lr, skip), oldest first: whether it was decided on
+  // the device (steps_ then counted it as applied until Settle).
+  std::deque<bool> unsettled_;
 };
 
 // sqrt(sum of squared gradients) over all parameters with a gradient, as a

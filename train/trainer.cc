@@ -1,7 +1,10 @@
 #include "train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <signal.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -477,6 +480,7 @@ absl::Status Trainer::StartSave(int64_t step, bool background) {
   save->job = background && own.ok() ? BackgroundJob::Start(stage)
                                      : BackgroundJob::RunNow(stage);
   pending_save_ = std::move(save);
+  ++save_serial_;
   return absl::OkStatus();
 }
 
@@ -518,6 +522,7 @@ absl::Status Trainer::AdvanceSave(double done, double failed) {
     save->job->Wait();
     save->job.reset();
     save->phase = PendingSave::Phase::kCommitting;
+    ++save_serial_;
     if (rank() != 0) return absl::OkStatus();
     auto commit = [this, save]() -> absl::Status {
       StateSnapshot::Files& all = save->Files();
@@ -980,20 +985,54 @@ absl::StatusOr<int64_t> Trainer::LatestValidStep() {
   return step;
 }
 
-absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
+// One step's numbers on their way to the host: an asynchronous copy into
+// page-locked memory on CUDA (done when `copied` is), the tensor itself on
+// the CPU. Layout of `values` (fp64): the step's StepValues below.
+struct Trainer::PendingRead {
+  int64_t step = 0;  // step_ after the step
+  double lr = 0;
+  double loss_scale = 1;       // the scale its loss was multiplied by
+  double enqueue_seconds = 0;  // the host's time to queue the step
+  int64_t save_serial = 0;     // save_serial_ when the progress was taken
+  std::vector<std::string> metric_names;
+  torch::Tensor values;  // on the host
+  torch::Tensor source;  // the device tensor being copied, kept alive
+#if TORCH_VERSION_MAJOR >= 2
+  std::optional<c10::Event> copied;
+#endif
+};
+
+namespace {
+
+// Positions in PendingRead::values; the unit's metrics follow kMetrics.
+enum StepValueIndex : int64_t {
+  kLossSum,
+  kNormalizer,
+  kTokens,
+  kStop,
+  kSavesDone,
+  kSavesFailed,
+  kGradNorm,
+  kFinite,
+  kMetrics,
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Trainer::PendingRead>> Trainer::EnqueueStep() {
   const TrainConfig& train = options_.train;
   const int64_t accum = train.grad_accum_steps;
   const auto step_start = std::chrono::steady_clock::now();
-  StepRecord r;
-  r.lr = ScheduledLearningRate(train, step_);
-  if (!std::isfinite(r.lr)) {
+  auto pending = std::make_unique<PendingRead>();
+  pending->lr = ScheduledLearningRate(train, step_);
+  if (!std::isfinite(pending->lr)) {
     // Validation refuses a non-finite train.lr; this guards the schedule
     // and options built in code. Skipping cannot help: every step has it.
     return absl::InvalidArgumentError(
-        absl::StrCat("step ", step_ + 1, ": the learning rate is ", r.lr,
+        absl::StrCat("step ", step_ + 1, ": the learning rate is ", pending->lr,
                      " (train.lr ", train.lr, "); stopped before the update"));
   }
-  // The step's numbers stay on the loss's device until the one read below.
+  // The step's numbers stay on the loss's device until ReadStep.
   torch::Tensor loss_sum, normalizer, tokens;
   std::map<std::string, torch::Tensor> metric_sums;
   XLNET_RETURN_IF_ERROR(
@@ -1035,6 +1074,7 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   // scale the gradients), tokens for the log, and whether any rank was
   // asked to stop (so all ranks stop at the same step).
   torch::Tensor sums;
+  pending->save_serial = save_serial_;
   XLNET_RETURN_IF_ERROR(CatchExceptions("step all-reduce", [&]() {
     torch::NoGradGuard no_grad;
     // torch::full is a fill on the device, not a copy from the host (a
@@ -1056,86 +1096,64 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
   }));
   // The reducer averaged the summed gradients over ranks; scale them to the
   // gradient of sum(loss) / sum(normalizer) (and undo the loss scale), then
-  // clip, in one pass, on the device.
-  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-  std::vector<double> host;
+  // clip, in one pass, on the device; the update is skipped on the device
+  // when the loss or the gradient norm is not finite.
+  pending->loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  torch::Tensor all, skip;
   XLNET_RETURN_IF_ERROR(CatchExceptions("gradient clipping", [&]() {
     torch::NoGradGuard no_grad;
     const torch::Tensor scale =
         torch::full_like(sums[1], static_cast<double>(world_size()))
-            .div_(sums[1].clamp_min(1e-12) * loss_scale);
+            .div_(sums[1].clamp_min(1e-12) * pending->loss_scale);
     const torch::Tensor grad_norm =
-        ScaleAndClipGrads(params_, train.clip, scale);
-    // The step's one host read: sums, gradient norm, metrics.
-    std::vector<torch::Tensor> values = {sums,
-                                         grad_norm.to(sums.device()).view(1)};
-    for (const auto& [k, v] : metric_sums) values.push_back(v.view(1));
-    const torch::Tensor all = torch::cat(values);
-    const auto read_start = std::chrono::steady_clock::now();
-    const torch::Tensor read = all.cpu();
-    r.read_seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - read_start)
-                         .count();
-    ++step_host_reads_;
-    host.assign(read.data_ptr<double>(),
-                read.data_ptr<double>() + read.numel());
+        ScaleAndClipGrads(params_, train.clip, scale).to(sums.device()).view(1);
+    // The host's rule (StepRecord::loss, finite) on the device, in fp64.
+    const torch::Tensor loss = sums[0] / sums[1].clamp_min(1e-12);
+    const torch::Tensor finite = torch::isfinite(grad_norm.reshape({}))
+                                     .logical_and(torch::isfinite(loss));
+    skip = finite.logical_not();
+    std::vector<torch::Tensor> values = {sums, grad_norm,
+                                         finite.to(torch::kFloat64).view(1)};
+    for (const auto& [k, v] : metric_sums) {
+      values.push_back(v.view(1));
+      pending->metric_names.push_back(k);
+    }
+    all = torch::cat(values);
     return absl::OkStatus();
   }));
-  r.loss_sum = host[0];
-  r.normalizer = host[1];
-  r.tokens = static_cast<int64_t>(host[2]);
-  r.stop = host[3] > 0;
-  const double saves_done = host[4];
-  const double saves_failed = host[5];
-  r.grad_norm = host[6];
-  size_t next = 7;
-  for (const auto& [k, v] : metric_sums) r.metrics[k] = host[next++];
-  r.loss = r.loss_sum / std::max(r.normalizer, 1e-12);
-  r.finite = std::isfinite(r.grad_norm) && std::isfinite(r.loss);
-  // With loss scaling, an overflow while the scale can still back off is
-  // calibration, not a bad step (LossScaler::CountsAsBadStep).
-  const bool bad =
-      !r.finite &&
-      (!scaler_ || scaler_->CountsAsBadStep(std::isfinite(r.loss)));
-  if (r.finite) {
+  {
     // LibTorch throws when a step's rate does not fit the weights' dtype
     // (e.g. 1e300 for fp32 weights): an error, not an exception out of Run.
     const std::string context =
         absl::StrCat("step ", step_ + 1, ": the optimizer update at rate ",
-                     r.lr, " (nothing is saved after it)");
+                     pending->lr, " (nothing is saved after it)");
     XLNET_RETURN_IF_ERROR(CatchExceptions(context, [&]() {
-      optimizer_->Step(r.lr);
+      optimizer_->Step(pending->lr, skip);
       return absl::OkStatus();
     }));
-    bad_in_a_row_ = 0;
-  } else {
-    ++skipped_;
-    if (bad) {
-      ++bad_in_a_row_;
-      ++bad_steps_;
-      if (first_bad_step_ == 0) {
-        // From now on pruning keeps the last checkpoint from before it.
-        first_bad_step_ = step_ + 1;
-        checkpoints_.set_keep_newest_before(first_bad_step_);
-      }
-    }
-    if (bad || !scaler_) {
-      XLOG(WARNING) << "step " << step_ + 1
-                    << ": non-finite loss or gradient (loss " << r.loss
-                    << ", grad norm " << r.grad_norm << "); step skipped ("
-                    << bad_in_a_row_ << " in a row)";
-    }
-  }
-  if (scaler_) {
-    scaler_->Update(r.finite);
-    if (!r.finite && !bad) {
-      XLOG(INFO) << "step " << step_ + 1 << ": gradient overflow at loss scale "
-                 << loss_scale << "; step skipped, scale now "
-                 << scaler_->scale();
-    }
   }
   optimizer_->ZeroGrad();
   ++step_;
+  pending->step = step_;
+  XLNET_RETURN_IF_ERROR(CatchExceptions("step read", [&]() {
+    if (all.is_cpu()) {
+      pending->values = all;
+      return absl::OkStatus();
+    }
+#if TORCH_VERSION_MAJOR >= 2
+    // Queued behind the step: the host waits for it only in ReadStep.
+    pending->values = torch::empty(
+        all.sizes(), torch::TensorOptions(torch::kFloat64).pinned_memory(true));
+    pending->values.copy_(all, /*non_blocking=*/true);
+    pending->source = all;
+    c10::impl::VirtualGuardImpl impl(all.device().type());
+    pending->copied.emplace(all.device().type());
+    pending->copied->record(impl.getStream(all.device()));
+#else
+    pending->values = all.cpu();
+#endif
+    return absl::OkStatus();
+  }));
   // The page-locked buffer of the background saves, once all the state they
   // copy exists: in the run's first step, which start-up costs already
   // slow, rather than in the first save (StateSnapshot::ReserveHostBuffer).
@@ -1144,13 +1162,94 @@ absl::StatusOr<Trainer::StepRecord> Trainer::OptimizerStep() {
       options_.train.save_steps < options_.train.max_steps) {
     XLNET_RETURN_IF_ERROR(ReserveSaveBuffer());
   }
+  pending->enqueue_seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - step_start)
+                                 .count();
+  return pending;
+}
+
+bool Trainer::ReadsAtOnce(int64_t step) const {
+  const TrainConfig& train = options_.train;
+  if (train.step_reads == StepReads::kEachStep || scaler_) return true;
+  const auto every = [step](int64_t n) { return n > 0 && step % n == 0; };
+  return step == start_step_ + 1 || step == train.max_steps ||
+         every(train.log_steps) || every(train.eval_steps) ||
+         (options_.save_checkpoints && every(train.save_steps));
+}
+
+absl::StatusOr<Trainer::StepRecord> Trainer::ReadStep(
+    std::unique_ptr<PendingRead> pending, bool at_once) {
+  StepRecord r;
+  r.step = pending->step;
+  r.lr = pending->lr;
+  std::vector<double> host;
+  XLNET_RETURN_IF_ERROR(CatchExceptions(
+      absl::StrCat("reading step ", r.step, "'s numbers"), [&]() {
+        const auto read_start = std::chrono::steady_clock::now();
+#if TORCH_VERSION_MAJOR >= 2
+        if (pending->copied) pending->copied->synchronize();
+#endif
+        r.read_seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - read_start)
+                             .count();
+        const torch::Tensor& v = pending->values;
+        host.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
+        return absl::OkStatus();
+      }));
+  r.seconds = pending->enqueue_seconds + r.read_seconds;
+  ++(at_once ? step_host_reads_ : deferred_step_reads_);
+  r.loss_sum = host[kLossSum];
+  r.normalizer = host[kNormalizer];
+  r.tokens = static_cast<int64_t>(host[kTokens]);
+  r.stop = host[kStop] > 0;
+  r.grad_norm = host[kGradNorm];
+  r.finite = host[kFinite] != 0;
+  for (size_t i = 0; i < pending->metric_names.size(); ++i) {
+    r.metrics[pending->metric_names[i]] = host[kMetrics + i];
+  }
+  r.loss = r.loss_sum / std::max(r.normalizer, 1e-12);
+  optimizer_->Settle(!r.finite);
+  // With loss scaling, an overflow while the scale can still back off is
+  // calibration, not a bad step (LossScaler::CountsAsBadStep).
+  const bool bad =
+      !r.finite &&
+      (!scaler_ || scaler_->CountsAsBadStep(std::isfinite(r.loss)));
+  if (r.finite) {
+    bad_in_a_row_ = 0;
+  } else {
+    ++skipped_;
+    if (bad) {
+      ++bad_in_a_row_;
+      ++bad_steps_;
+      if (first_bad_step_ == 0) {
+        // From now on pruning keeps the last checkpoint from before it.
+        first_bad_step_ = r.step;
+        checkpoints_.set_keep_newest_before(first_bad_step_);
+      }
+    }
+    if (bad || !scaler_) {
+      XLOG(WARNING) << "step " << r.step
+                    << ": non-finite loss or gradient (loss " << r.loss
+                    << ", grad norm " << r.grad_norm << "); step skipped ("
+                    << bad_in_a_row_ << " in a row)";
+    }
+  }
+  if (scaler_) {
+    scaler_->Update(r.finite);
+    if (!r.finite && !bad) {
+      XLOG(INFO) << "step " << r.step << ": gradient overflow at loss scale "
+                 << pending->loss_scale << "; step skipped, scale now "
+                 << scaler_->scale();
+    }
+  }
+  // A record whose save progress was taken in an earlier phase of the save
+  // (or for an earlier save) says nothing about the current one.
   if (pending_save_) {
     ++pending_save_->trained_steps;
-    XLNET_RETURN_IF_ERROR(AdvanceSave(saves_done, saves_failed));
+    if (pending->save_serial == save_serial_) {
+      XLNET_RETURN_IF_ERROR(AdvanceSave(host[kSavesDone], host[kSavesFailed]));
+    }
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            step_start)
-                  .count();
   return r;
 }
 
@@ -1192,10 +1291,10 @@ absl::Status Trainer::Log(const StepRecord& r) {
     window_.loss_sum += r.loss_sum;
     window_.normalizer += r.normalizer;
   }
-  if (step_ % train.log_steps != 0 && step_ != train.max_steps) {
+  if (r.step % train.log_steps != 0 && r.step != train.max_steps) {
     // The run's first step: a progress line (not a metrics line, so the
     // logged means keep covering whole log_steps windows).
-    if (step_ == start_step_ + 1) {
+    if (r.step == start_step_ + 1) {
       PrintProgress(r.loss, r.lr, r.grad_norm,
                     r.seconds > 0 ? r.tokens / r.seconds : 0);
     }
@@ -1207,7 +1306,7 @@ absl::Status Trainer::Log(const StepRecord& r) {
       window_.normalizer > 0 ? window_.loss_sum / window_.normalizer : r.loss;
   // "learning_rate" is the name HF's Trainer and TensorBoard users look
   // for; "lr" stays for existing readers.
-  nlohmann::json line = {{"step", step_},
+  nlohmann::json line = {{"step", r.step},
                          {"loss", mean_loss},
                          {"lr", r.lr},
                          {"learning_rate", r.lr},
@@ -1291,54 +1390,86 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     last_saved = step_;
     evaluated_step_ = step_;
   }
-  while (!result.early_stopped && step_ < train.max_steps) {
-    XLNET_ASSIGN_OR_RETURN(const StepRecord r, OptimizerStep());
-    result.last_loss = r.loss;
-    if (options_.on_step) {
-      options_.on_step(
-          {step_, r.seconds, r.tokens, r.loss, !r.finite, r.read_seconds});
+  // With train.step_reads deferred, the step queued one iteration earlier
+  // whose numbers are read in this one.
+  std::unique_ptr<PendingRead> late;
+  bool ended = false;
+  while (!ended && !result.early_stopped && step_ < train.max_steps) {
+    XLNET_ASSIGN_OR_RETURN(std::unique_ptr<PendingRead> queued, EnqueueStep());
+    std::vector<StepRecord> records;
+    if (late) {
+      XLNET_ASSIGN_OR_RETURN(StepRecord r,
+                             ReadStep(std::move(late), /*at_once=*/false));
+      records.push_back(std::move(r));
     }
-    XLNET_RETURN_IF_ERROR(Log(r));
-    XLNET_RETURN_IF_ERROR(GuardAfterStep(r));
-    if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
-      XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
-      // Every rank evaluates the same numbers (TrainUnit::Evaluate), so
-      // every rank takes this branch at the same step.
-      if (train.patience > 0 && evals_without_improvement_ >= train.patience &&
-          step_ < train.max_steps) {
-        if (rank() == 0) {
-          XLOG(INFO) << "early stopping at step " << step_ << ": "
-                     << options_.best_metric
-                     << " has not improved by more than "
-                     << train.patience_min_delta << " in "
-                     << evals_without_improvement_
-                     << " evaluations (train.patience=" << train.patience
-                     << ")";
-        }
-        result.early_stopped = true;
-        if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
-        last_saved = step_;
-        break;
-      }
+    // A skipped or stopping step is acted on at the step just queued, once
+    // its numbers are in too (the stop flag stays set, so that step stops).
+    const bool act =
+        !records.empty() && (!records[0].finite || records[0].stop);
+    if (act || ReadsAtOnce(step_)) {
+      XLNET_ASSIGN_OR_RETURN(StepRecord r,
+                             ReadStep(std::move(queued), /*at_once=*/true));
+      records.push_back(std::move(r));
+    } else {
+      late = std::move(queued);
     }
-    if (r.stop) {
-      XLOG(INFO) << "stop requested: saving at step " << step_;
-      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
-      last_saved = step_;
-      result.interrupted = true;
-      break;
-    }
-    if (options_.save_checkpoints && train.save_steps > 0 &&
-        step_ % train.save_steps == 0) {
-      // The run's last save is written before it ends (Finish).
-      XLNET_RETURN_IF_ERROR(
-          Save(step_, train.background_save && step_ < train.max_steps));
-      last_saved = step_;
+    for (const StepRecord& r : records) {
+      XLNET_ASSIGN_OR_RETURN(ended, AfterStep(r, &result, &last_saved));
     }
   }
   XLNET_RETURN_IF_ERROR(Finish(last_saved, &result));
   PrintSummary(result);
   return result;
+}
+
+absl::StatusOr<bool> Trainer::AfterStep(const StepRecord& r,
+                                        TrainResult* result,
+                                        int64_t* last_saved) {
+  const TrainConfig& train = options_.train;
+  result->last_loss = r.loss;
+  if (options_.on_step) {
+    options_.on_step(
+        {r.step, r.seconds, r.tokens, r.loss, !r.finite, r.read_seconds});
+  }
+  XLNET_RETURN_IF_ERROR(Log(r));
+  XLNET_RETURN_IF_ERROR(GuardAfterStep(r));
+  // Evaluations, stops and saves happen at the step just queued (a step
+  // read late is never one that evaluates or saves: ReadsAtOnce).
+  if (r.step != step_) return false;
+  if (train.eval_steps > 0 && step_ % train.eval_steps == 0) {
+    XLNET_RETURN_IF_ERROR(EvaluateAndKeepBest());
+    // Every rank evaluates the same numbers (TrainUnit::Evaluate), so
+    // every rank takes this branch at the same step.
+    if (train.patience > 0 && evals_without_improvement_ >= train.patience &&
+        step_ < train.max_steps) {
+      if (rank() == 0) {
+        XLOG(INFO) << "early stopping at step " << step_ << ": "
+                   << options_.best_metric << " has not improved by more than "
+                   << train.patience_min_delta << " in "
+                   << evals_without_improvement_
+                   << " evaluations (train.patience=" << train.patience << ")";
+      }
+      result->early_stopped = true;
+      if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
+      *last_saved = step_;
+      return true;
+    }
+  }
+  if (r.stop) {
+    XLOG(INFO) << "stop requested: saving at step " << step_;
+    if (options_.save_checkpoints) XLNET_RETURN_IF_ERROR(Save(step_));
+    *last_saved = step_;
+    result->interrupted = true;
+    return true;
+  }
+  if (options_.save_checkpoints && train.save_steps > 0 &&
+      step_ % train.save_steps == 0) {
+    // The run's last save is written before it ends (Finish).
+    XLNET_RETURN_IF_ERROR(
+        Save(step_, train.background_save && step_ < train.max_steps));
+    *last_saved = step_;
+  }
+  return false;
 }
 
 absl::Status Trainer::GuardAfterStep(const StepRecord& r) {
@@ -1349,7 +1480,7 @@ absl::Status Trainer::GuardAfterStep(const StepRecord& r) {
   // loss non-finite, so skipping cannot help; such steps are rare) and, in
   // Save and Finish, before every save and at the end. Non-finite weights
   // seen late are still never saved: Save checks first.
-  if (!r.finite || step_ % train.log_steps == 0) {
+  if (!r.finite || r.step % train.log_steps == 0) {
     XLNET_RETURN_IF_ERROR(CheckWeights());
   }
   if (bad_in_a_row_ < train.max_bad_steps) return absl::OkStatus();

@@ -141,17 +141,19 @@ class StepTimeWindow {
   double sum_ = 0;
 };
 
-// What on_step reports about one optimizer step.
+// What on_step reports about one optimizer step, once its numbers are read
+// (with train.step_reads deferred, usually after the next step is queued).
 struct StepTiming {
-  int64_t step = 0;      // 1-based step just finished
+  int64_t step = 0;      // 1-based step
   double seconds = 0;    // wall time of the whole step on this rank: data,
-                         // forward, backward, all-reduce, clip, optimizer
+                         // forward, backward, all-reduce, clip, optimizer,
+                         // and the wait for its numbers (read_seconds)
   int64_t tokens = 0;    // tokens of the step on all ranks
   double loss = 0;       // global loss of the step
   bool skipped = false;  // non-finite, not applied
-  // Wall time the step's one host read waited for the device (the queued
-  // forward, backward and clipping): near 0 when the device was idle
-  // waiting for the host, i.e. a host-bound step.
+  // Wall time the host waited for the step's numbers (the device finishing
+  // the queued forward, backward and clipping): near 0 when the device was
+  // idle waiting for the host, i.e. a host-bound step.
   double read_seconds = 0;
 };
 
@@ -251,11 +253,17 @@ class Trainer {
   // checkpoint (the checkpoint of the end is still written).
   absl::StatusOr<TrainResult> Run();
 
-  // How many times the training steps have read device values to the host
-  // (once per optimizer step: loss, normalizer, tokens, metrics, gradient
-  // norm and the stop flag together). The weight checks, evaluations and
-  // saves read on their own cadence and are not counted.
+  // How many times the trainer read a step's numbers (loss, normalizer,
+  // tokens, metrics, gradient norm and the stop flag together, once per
+  // step) right after queueing that step, so that the device had to finish
+  // it first: every step with train.step_reads each_step; with deferred
+  // only the steps of ReadsAtOnce and the step after one whose late read
+  // found it skipped or stopping. The weight checks, evaluations and saves
+  // read on their own cadence and are not counted.
   int64_t step_host_reads() const { return step_host_reads_; }
+  // The steps whose numbers were read a step late (deferred): after the
+  // next step was queued, so the device had work while the host waited.
+  int64_t deferred_step_reads() const { return deferred_step_reads_; }
 
   // The bytes this rank read to verify the checkpoint it resumed from (its
   // share: VerifyCheckpoint); 0 when it resumed none.
@@ -264,6 +272,7 @@ class Trainer {
  private:
   // What one optimizer step did, summed over ranks.
   struct StepRecord {
+    int64_t step = 0;       // 1-based
     double loss = 0;        // loss_sum / normalizer
     double loss_sum = 0;    // summed unit losses
     double normalizer = 0;  // summed normalizers
@@ -272,8 +281,10 @@ class Trainer {
     double lr = 0;
     bool finite = true;  // false: the step was skipped
     bool stop = false;   // some rank was asked to stop
-    double seconds = 0;  // this rank's wall time
-    double read_seconds = 0;  // of which waiting in the one host read
+    // This rank's wall time: queueing the step, and waiting for its numbers
+    // in the host read (read_seconds).
+    double seconds = 0;
+    double read_seconds = 0;
     // The unit's extra numbers, averaged over micro-batches (this rank).
     std::map<std::string, double> metrics;
   };
@@ -290,9 +301,29 @@ class Trainer {
   // RUN/config_changes.jsonl, the same config on every rank, rank 0's
   // weights everywhere, the best value so far, resuming.
   absl::Status Prepare();
+  // A step's numbers between EnqueueStep and ReadStep (trainer.cc).
+  struct PendingRead;
   // Every micro-batch's forward and backward, the gradient all-reduce,
-  // clipping and the optimizer (or a skipped step); step_ advances.
-  absl::StatusOr<StepRecord> OptimizerStep();
+  // clipping and the optimizer (skipped on the device when the loss or the
+  // gradient norm is not finite); step_ advances. Returns the step's
+  // numbers on their way to the host, read by ReadStep.
+  absl::StatusOr<std::unique_ptr<PendingRead>> EnqueueStep();
+  // Whether step `step`'s numbers are read as soon as it is queued: always
+  // with train.step_reads each_step or loss scaling (the next step's scale
+  // depends on them); with deferred on the run's first step, log,
+  // evaluation and save steps and the last step.
+  bool ReadsAtOnce(int64_t step) const;
+  // Waits for a step's numbers and books them: skipped and bad steps, the
+  // loss scale, the optimizer's count, the background save's progress.
+  // `at_once`: read right after the step was queued (counted in
+  // step_host_reads) rather than a step late.
+  absl::StatusOr<StepRecord> ReadStep(std::unique_ptr<PendingRead> pending,
+                                      bool at_once);
+  // What follows a step once its numbers are read: on_step, the log, the
+  // divergence guard, and at the step just queued the evaluation, a stop
+  // and the save. True when the run ends there (a stop, early stopping).
+  absl::StatusOr<bool> AfterStep(const StepRecord& record, TrainResult* result,
+                                 int64_t* last_saved);
   // Adds the step to the window; every train.log_steps writes a
   // metrics.jsonl line and a progress line (and the run's first step a
   // progress line only, so a slow run shows life before log_steps).
@@ -425,8 +456,12 @@ class Trainer {
   std::chrono::steady_clock::time_point last_step_end_;
   // Tokens of this run's steps, all ranks (for the summary).
   int64_t run_tokens_ = 0;
-  // See step_host_reads().
+  // See step_host_reads() and deferred_step_reads().
   int64_t step_host_reads_ = 0;
+  int64_t deferred_step_reads_ = 0;
+  // Changes whenever a save starts or moves from staging to committing:
+  // a step's save progress counts only in the phase it was taken in.
+  int64_t save_serial_ = 0;
   // See resume_verified_bytes().
   int64_t resume_verified_bytes_ = 0;
   // The save being written (StartSave to the step its commit ends). Last,

@@ -1,6 +1,7 @@
 #include "train/optimizer.h"
 
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -171,6 +172,77 @@ TEST(AdamWTest, StateRoundTripContinuesExactly) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(torch::equal(a[i].second, c[i].second)) << a[i].first;
   }
+}
+
+// Step(lr, skip) on `device` (fp32 parameters): a zero skip is Step(lr); a
+// nonzero one leaves the weights, moments and count as they were, so later
+// steps match a run that never saw the skipped step.
+void ExpectSkipLeavesEverythingAsItWas(const torch::Device& device,
+                                       bool decides_on_device) {
+  TrainConfig t;
+  t.weight_decay = 0.1;
+  const auto on_device = [&](const NamedTensors& params) {
+    NamedTensors out;
+    for (const auto& [name, p] : params) {
+      out.emplace_back(
+          name,
+          p.detach().to(device, torch::kFloat).contiguous().requires_grad_());
+    }
+    return out;
+  };
+  NamedTensors a = on_device(MakeParams());
+  AdamW plain(a, t);
+  NamedTensors b = on_device(MakeParams());
+  AdamW flagged(b, t);
+  const auto set_grads = [&](const NamedTensors& params, int step) {
+    SetGrads(params, step);
+    for (const auto& [name, p] : params) {
+      p.mutable_grad() = p.grad().to(device, torch::kFloat);
+    }
+  };
+  const auto go = torch::zeros({}, torch::TensorOptions().device(device));
+  const auto skip = torch::ones({1}, torch::TensorOptions().device(device));
+  for (int step = 0; step < 4; ++step) {
+    set_grads(a, step);
+    plain.Step(1e-2);
+    if (step == 2) {
+      // A skipped step: NaN gradients, which must touch nothing.
+      set_grads(b, step);
+      for (auto& [name, p] : b) p.mutable_grad().fill_(NAN);
+      EXPECT_EQ(flagged.DecidesOnDevice(), decides_on_device);
+      flagged.Step(1e-2, skip);
+      flagged.Settle(true);
+      flagged.ZeroGrad();
+      EXPECT_EQ(flagged.steps(), 2);
+    }
+    set_grads(b, step);
+    flagged.Step(1e-2, go);
+    flagged.Settle(false);
+  }
+  EXPECT_EQ(flagged.steps(), plain.steps());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  const NamedTensors x = plain.StateTensors(), y = flagged.StateTensors();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_TRUE(torch::equal(x[i].second, y[i].second)) << x[i].first;
+  }
+  EXPECT_THROW(flagged.Settle(false), c10::Error);  // nothing unsettled
+}
+
+// On the CPU the skip is read at once (the multi-tensor ops).
+TEST(AdamWTest, SkipFlagLeavesEverythingAsItWas) {
+  ExpectSkipLeavesEverythingAsItWas(torch::kCPU, /*decides_on_device=*/false);
+}
+
+// On CUDA with LibTorch >= 2 the fused kernel takes it as found_inf and the
+// step count advances by 1 - skip on the device; Settle books it.
+TEST(AdamWCudaTest, SkipFlagLeavesEverythingAsItWas) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  ExpectSkipLeavesEverythingAsItWas(
+      torch::Device(torch::kCUDA, 0),
+      /*decides_on_device=*/TORCH_VERSION_MAJOR >= 2);
 }
 
 TEST(AdamWTest, LoadStateReportsAllMismatches) {

@@ -605,6 +605,18 @@ TEST(TrainerTest, AccumulationEqualsLargerBatch) {
       torch::allclose(big.linear_->bias, small.linear_->bias, 1e-5, 1e-6));
 }
 
+// Two runs' metrics.jsonl lines are equal but for their tokens/s.
+void ExpectSameMetricsButSpeed(const std::vector<nlohmann::json>& a,
+                               const std::vector<nlohmann::json>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    nlohmann::json x = a[i], y = b[i];
+    x.erase("tokens_per_sec");
+    y.erase("tokens_per_sec");
+    EXPECT_EQ(x, y) << i;
+  }
+}
+
 // A unit's numbers as tensors or as host numbers log the same, and the
 // trainer reads device values once per optimizer step, however many
 // micro-batches it has.
@@ -625,13 +637,7 @@ TEST(TrainerTest, TensorStepValuesAndOneHostReadPerStep) {
     EXPECT_EQ(trainer.step_host_reads(), 6);
     metrics.push_back(ReadMetrics(dir));
   }
-  ASSERT_EQ(metrics[0].size(), metrics[1].size());
-  for (size_t i = 0; i < metrics[0].size(); ++i) {
-    nlohmann::json x = metrics[0][i], y = metrics[1][i];
-    x.erase("tokens_per_sec");
-    y.erase("tokens_per_sec");
-    EXPECT_EQ(x, y) << i;
-  }
+  ExpectSameMetricsButSpeed(metrics[0], metrics[1]);
   EXPECT_TRUE(metrics[0][0].contains("error"));
 }
 
@@ -1246,7 +1252,8 @@ int64_t ListedBytes(const std::string& dir,
 // --resume latest continues from it to the weights of a run that never
 // failed, bit for bit. A staging directory a killed save left is removed
 // at start-up, not taken for the new attempt's.
-void RankFailingMidSave(bool background) {
+void RankFailingMidSave(bool background,
+                        StepReads reads = StepReads::kEachStep) {
   testing::TempDir reference_dir;
   const std::vector<RankOutcome> reference =
       RunTwoRankOutcomes(Options(reference_dir.path(), 12), NoDropout);
@@ -1255,6 +1262,9 @@ void RankFailingMidSave(bool background) {
   testing::TempDir dir;
   TrainerOptions failing = Options(dir.path(), 12);
   failing.train.background_save = background;
+  failing.train.step_reads = reads;
+  // Logging every step would read every step at once.
+  if (reads == StepReads::kDeferred) failing.train.log_steps = 12;
   const std::vector<RankOutcome> failed =
       RunTwoRankOutcomes(failing, [](RegressionUnit* unit) {
         NoDropout(unit);
@@ -1279,6 +1289,7 @@ void RankFailingMidSave(bool background) {
                   .ok());
   TrainerOptions options = Options(dir.path(), 12);
   options.train.background_save = background;
+  options.train.step_reads = reads;
   options.resume = "latest";
   const std::vector<RankOutcome> resumed =
       RunTwoRankOutcomes(options, NoDropout);
@@ -1303,6 +1314,13 @@ TEST(TrainerTest,
      RankFailingMidBackgroundSaveLeavesThePreviousCheckpointNewest) {
   XLNET_SKIP_WITHOUT_GLOO();
   RankFailingMidSave(/*background=*/true);
+}
+
+// With deferred step reads the failure comes in a late read; every rank
+// still sees it in the same step's numbers.
+TEST(TrainerTest, RankFailingMidBackgroundSaveWithDeferredReads) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  RankFailingMidSave(/*background=*/true, StepReads::kDeferred);
 }
 
 // Every file of `a`'s checkpoints equals the same file of `b`'s, byte for
@@ -1351,13 +1369,16 @@ TEST(TrainerTest, BackgroundSaveWritesWhatAForegroundSaveWrites) {
   EXPECT_TRUE(torch::equal(a.linear_->weight, b.linear_->weight));
 }
 
-TEST(TrainerTest, BackgroundSaveOnTwoRanksWritesWhatAForegroundSaveWrites) {
-  XLNET_SKIP_WITHOUT_GLOO();
+// The same on two Gloo ranks, the background run with step reads `reads`.
+void ExpectTwoRankBackgroundSavesLikeForegroundOnes(StepReads reads) {
   testing::TempDir foreground, background;
-  const std::vector<RankOutcome> a =
-      RunTwoRankOutcomes(Options(foreground.path(), 14), NoDropout);
-  TrainerOptions options = Options(background.path(), 14);
+  TrainerOptions options = Options(foreground.path(), 14);
+  // Logging every step would read every step at once.
+  options.train.log_steps = 7;
+  const std::vector<RankOutcome> a = RunTwoRankOutcomes(options, NoDropout);
+  options.run_dir = background.path();
   options.train.background_save = true;
+  options.train.step_reads = reads;
   const std::vector<RankOutcome> b = RunTwoRankOutcomes(options, NoDropout);
   for (int rank = 0; rank < 2; ++rank) {
     ASSERT_EQ(a[rank].error, "");
@@ -1367,6 +1388,104 @@ TEST(TrainerTest, BackgroundSaveOnTwoRanksWritesWhatAForegroundSaveWrites) {
   ExpectSameCheckpoints(foreground.path(), background.path());
   EXPECT_TRUE(
       PathExists(background.Join("checkpoints/step_8/data.rank1.safetensors")));
+}
+
+TEST(TrainerTest, BackgroundSaveOnTwoRanksWritesWhatAForegroundSaveWrites) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  ExpectTwoRankBackgroundSavesLikeForegroundOnes(StepReads::kEachStep);
+}
+
+// train.step_reads deferred reads a step's numbers one step late except on
+// the first, log, evaluation, save and last steps, and at once after a
+// skipped step; the skips are decided where the numbers are (the optimizer)
+// so the run is the same as reading every step at once: weights, metrics
+// and every checkpoint byte, skipped steps and the optimizer's count
+// included.
+TEST(TrainerTest, DeferredStepReadsTrainTheSameRun) {
+  testing::TempDir each, deferred;
+  std::vector<std::vector<nlohmann::json>> metrics;
+  std::vector<torch::Tensor> weights;
+  for (const bool defer : {false, true}) {
+    RegressionUnit unit(8);
+    unit.overflow_at_positions_ = {6 * 8, 11 * 8};  // steps 6 and 11 skipped
+    TrainerOptions options = Options(defer ? deferred.path() : each.path(), 14);
+    options.train.log_steps = 5;
+    options.train.eval_steps = 0;
+    if (defer) options.train.step_reads = StepReads::kDeferred;
+    Trainer trainer(options, &unit, nullptr);
+    const absl::StatusOr<TrainResult> result = trainer.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->skipped_steps, 2);
+    if (defer) {
+      // At once: 1 (first), 4, 8, 12 (saves), 5, 10 (logs), 14 (last), and
+      // 7, queued when the late read found 6 skipped (11's late read came
+      // with 12, a save step).
+      EXPECT_EQ(trainer.step_host_reads(), 8);
+      EXPECT_EQ(trainer.deferred_step_reads(), 6);
+    } else {
+      EXPECT_EQ(trainer.step_host_reads(), 14);
+      EXPECT_EQ(trainer.deferred_step_reads(), 0);
+    }
+    metrics.push_back(ReadMetrics(options.run_dir));
+    weights.push_back(unit.linear_->weight.clone());
+  }
+  EXPECT_TRUE(torch::equal(weights[0], weights[1]));
+  ExpectSameMetricsButSpeed(metrics[0], metrics[1]);
+  ExpectSameCheckpoints(each.path(), deferred.path());
+}
+
+// Deferred reads with the saves in the background: a step's save progress
+// counts only in the phase of the save it was taken in, so the commit waits
+// for every rank's files as before and writes the same bytes.
+TEST(TrainerTest, DeferredStepReadsWithBackgroundSaves) {
+  testing::TempDir foreground, background;
+  RegressionUnit a(8);
+  TrainerOptions options = Options(foreground.path(), 14);
+  options.train.log_steps = 7;
+  ASSERT_TRUE(Trainer(options, &a, nullptr).Run().ok());
+  RegressionUnit b(8);
+  options.run_dir = background.path();
+  options.train.background_save = true;
+  options.train.step_reads = StepReads::kDeferred;
+  Trainer trainer(options, &b, nullptr);
+  ASSERT_TRUE(trainer.Run().ok());
+  EXPECT_GT(trainer.deferred_step_reads(), 0);
+  EXPECT_EQ(CheckpointSteps(background.path()),
+            (std::vector<int64_t>{4, 8, 12, 14}));
+  ExpectSameCheckpoints(foreground.path(), background.path());
+  EXPECT_TRUE(torch::equal(a.linear_->weight, b.linear_->weight));
+}
+
+// A stop seen in a late read stops the run at the step already queued,
+// which is saved; resuming it ends where an uninterrupted run ends.
+TEST(TrainerTest, DeferredStepReadsStopOneStepLaterAndResumeExactly) {
+  testing::TempDir full_dir, part_dir;
+  RegressionUnit full(8);
+  ASSERT_TRUE(Trainer(Options(full_dir.path(), 12), &full, nullptr).Run().ok());
+  TrainerOptions options = Options(part_dir.path(), 12);
+  options.train.step_reads = StepReads::kDeferred;
+  options.train.log_steps = 12;
+  options.train.eval_steps = 0;
+  {
+    RegressionUnit first(8);
+    first.stop_at_position_ = 6 * 8;  // asked during step 6
+    auto stopped = Trainer(options, &first, nullptr).Run();
+    ClearStopRequest();
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    ASSERT_TRUE(stopped->interrupted);
+    // Step 6's numbers were read once step 7 was queued.
+    ASSERT_EQ(stopped->steps, 7);
+  }
+  EXPECT_EQ(CheckpointSteps(part_dir.path()), (std::vector<int64_t>{4, 7}));
+  RegressionUnit resumed(8);
+  options.resume = "latest";
+  ASSERT_TRUE(Trainer(options, &resumed, nullptr).Run().ok());
+  EXPECT_TRUE(torch::equal(resumed.linear_->weight, full.linear_->weight));
+}
+
+TEST(TrainerTest, DeferredStepReadsWithBackgroundSavesOnTwoRanks) {
+  XLNET_SKIP_WITHOUT_GLOO();
+  ExpectTwoRankBackgroundSavesLikeForegroundOnes(StepReads::kDeferred);
 }
 
 // Resuming at 2 ranks, each rank reads to verify only its share: rank 0 the
