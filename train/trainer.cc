@@ -985,9 +985,10 @@ absl::StatusOr<int64_t> Trainer::LatestValidStep() {
   return step;
 }
 
-// One step's numbers on their way to the host: an asynchronous copy into
-// page-locked memory on CUDA (done when `copied` is), the tensor itself on
-// the CPU. Layout of `values` (fp64): the step's StepValues below.
+// One step's numbers on their way to the host: for a step read late on
+// CUDA, an asynchronous copy into page-locked memory (done when `copied`
+// is); otherwise the tensor itself, which ReadStep copies to the host
+// (nothing to copy on the CPU). Layout of `values` (fp64): StepValueIndex.
 struct Trainer::PendingRead {
   int64_t step = 0;  // step_ after the step
   double lr = 0;
@@ -1136,7 +1137,9 @@ absl::StatusOr<std::unique_ptr<Trainer::PendingRead>> Trainer::EnqueueStep() {
   ++step_;
   pending->step = step_;
   XLNET_RETURN_IF_ERROR(CatchExceptions("step read", [&]() {
-    if (all.is_cpu()) {
+    if (all.is_cpu() || ReadsAtOnce(step_)) {
+      // Read in ReadStep with a blocking copy (none on the CPU), as every
+      // step is with train.step_reads each_step.
       pending->values = all;
       return absl::OkStatus();
     }
@@ -1150,7 +1153,7 @@ absl::StatusOr<std::unique_ptr<Trainer::PendingRead>> Trainer::EnqueueStep() {
     pending->copied.emplace(all.device().type());
     pending->copied->record(impl.getStream(all.device()));
 #else
-    pending->values = all.cpu();
+    pending->values = all;  // read with a blocking copy in ReadStep
 #endif
     return absl::OkStatus();
   }));
@@ -1189,10 +1192,10 @@ absl::StatusOr<Trainer::StepRecord> Trainer::ReadStep(
 #if TORCH_VERSION_MAJOR >= 2
         if (pending->copied) pending->copied->synchronize();
 #endif
+        const torch::Tensor v = pending->values.cpu();
         r.read_seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - read_start)
                              .count();
-        const torch::Tensor& v = pending->values;
         host.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
         return absl::OkStatus();
       }));
