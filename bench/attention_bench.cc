@@ -4,8 +4,10 @@
 //
 //   build/bin/xlnet-bench-attention [--d_model 768 --n_head 12 --seq_len 512
 //       --mem_len 384 --num_predict 85 --batch 1 --layers 1 --iters 2
-//       --dtype fp32 --impls unfused,tiled --tiles 64,0]
+//       --dtype fp32 --impls unfused,tiled --tiles 64,0 --device cpu]
 //
+// On --device cuda the times end with a device synchronisation, and the
+// memory column is left out (the caching allocator's peak is xlnet-bench's).
 // Each core is measured twice (alternating) and the faster run is kept.
 // Times are wall clock and process CPU time (all threads; less sensitive to
 // other load on a shared machine, but it counts OpenMP's spin-waiting). The
@@ -22,12 +24,15 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "common/flags.h"
 #include "common/runtime.h"
 #include "common/status.h"
 #include "common/tool_main.h"
+#include "model/attention.h"
 #include "model/precision.h"
 #include "model/xlnet.h"
 
@@ -46,7 +51,7 @@ absl::Status Run(int argc, char** argv) {
   shape.batch = 1;
   int64_t mem_len = 384;
   std::string dtype_name = "fp32", impls_flag = "unfused,tiled",
-              tiles_flag = "64,0", dropout_flag = "0.1";
+              tiles_flag = "64,0", dropout_flag = "0.1", device_name = "cpu";
   xlnet::FlagParser flags("xlnet-bench-attention",
                           "[--d_model N --seq_len L --mem_len M --batch B "
                           "--impls unfused,tiled ...]");
@@ -56,6 +61,7 @@ absl::Status Run(int argc, char** argv) {
                   "dropout (attention probabilities included)");
   flags.AddString("dtype", &dtype_name, "fp32 or bf16 (autocast)");
   flags.AddString("impls", &impls_flag, "attention cores to compare");
+  flags.AddString("device", &device_name, "cpu or cuda");
   flags.AddString("tiles", &tiles_flag,
                   "tiled path: query rows, keys per tile (0 = all keys)");
   XLNET_ASSIGN_OR_RETURN(const bool proceed,
@@ -90,20 +96,39 @@ absl::Status Run(int argc, char** argv) {
       const xlnet::Dtype dtype_setting,
       xlnet::ParseEnumSetting<xlnet::Dtype>("--dtype", dtype_name));
   const torch::ScalarType dtype = xlnet::ScalarTypeOf(dtype_setting);
-  XLNET_RETURN_IF_ERROR(xlnet::CheckPrecision(torch::kCPU, dtype));
+  if (device_name != "cpu" && device_name != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: 'cpu' or 'cuda', got '", device_name, "'"));
+  }
+  const torch::Device device(device_name == "cuda" ? torch::kCUDA
+                                                   : torch::kCPU);
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    return absl::FailedPreconditionError("--device cuda: no CUDA device");
+  }
+  XLNET_RETURN_IF_ERROR(xlnet::CheckPrecision(device, dtype));
+  for (auto impl : impls) {
+    XLNET_RETURN_IF_ERROR(xlnet::CheckAttentionAvailable(impl, device));
+  }
   xlnet::ConfigureThreads(shape.threads);
   std::cout << xlnet::RuntimeSummary() << "\n";
 
   const xlnet::XLNetConfig config = shape.ModelConfig(dropout);
   torch::manual_seed(0);
   xlnet::XLNetModel model(config);
+  model->to(device);
   model->train();
-  auto x = xlnet::bench::MakePlmInputs(
-      shape.batch, shape.seq_len, shape.num_predict, shape.vocab, torch::kCPU);
+  auto x = xlnet::bench::MakePlmInputs(shape.batch, shape.seq_len,
+                                       shape.num_predict, shape.vocab, device);
   for (int64_t n = 0; n < shape.layers; ++n) {
-    if (mem_len > 0)
-      x.mems.push_back(torch::randn({mem_len, shape.batch, shape.d_model}));
+    if (mem_len > 0) {
+      x.mems.push_back(torch::randn({mem_len, shape.batch, shape.d_model},
+                                    torch::TensorOptions().device(device)));
+    }
   }
+  // Work queued on the device is done before a clock is read.
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
 
   auto elapsed_ms = [](Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -114,14 +139,16 @@ absl::Status Run(int argc, char** argv) {
     opts.impl = impl;
     opts.tiles = tiles;
     model->SetAttention(opts);
-    xlnet::AutocastGuard autocast(torch::kCPU, dtype);
+    xlnet::AutocastGuard autocast(device, dtype);
     {
       torch::NoGradGuard no_grad;
       for (int64_t i = 0; i < shape.warmup; ++i) model->forward(x);
+      sync();
       const auto t0 = Clock::now();
       for (int64_t i = 0; i < shape.iters; ++i) {
         res->out = model->forward(x).query_hidden_state;
       }
+      sync();
       res->fwd_ms = std::min(res->fwd_ms, elapsed_ms(t0) / shape.iters);
     }
     auto step = [&]() {
@@ -132,17 +159,21 @@ absl::Status Run(int argc, char** argv) {
           .backward();
     };
     for (int64_t i = 0; i < shape.warmup; ++i) step();
+    sync();
     malloc_trim(0);
     const double before = xlnet::bench::ProcStatusMb("VmRSS");
     xlnet::bench::ResetPeakRss();
     const auto t0 = Clock::now();
     const double cpu0 = 1e3 * xlnet::bench::ProcessCpuSeconds();
     for (int64_t i = 0; i < shape.iters; ++i) step();
+    sync();
     res->fwd_bwd_cpu_ms = std::min(
         res->fwd_bwd_cpu_ms,
         (1e3 * xlnet::bench::ProcessCpuSeconds() - cpu0) / shape.iters);
     res->fwd_bwd_ms = std::min(res->fwd_bwd_ms, elapsed_ms(t0) / shape.iters);
-    res->peak_mb = std::min(res->peak_mb, xlnet::bench::PeakRssMb() - before);
+    if (!device.is_cuda()) {
+      res->peak_mb = std::min(res->peak_mb, xlnet::bench::PeakRssMb() - before);
+    }
   };
   std::map<xlnet::AttentionImpl, Result> results;
   for (int round = 0; round < 2; ++round) {
@@ -158,20 +189,23 @@ absl::Status Run(int argc, char** argv) {
   std::printf(
       "config: layers %lld, d_model %lld, heads %lld, d_inner %lld, B %lld, "
       "L %lld, M %lld, P %lld, dropout %.2f, %s, tiles %lld x %lld, %lld "
-      "iters\n",
+      "iters, %s\n",
       (long long)shape.layers, (long long)shape.d_model,
       (long long)shape.n_head, (long long)shape.d_inner, (long long)shape.batch,
       (long long)shape.seq_len, (long long)mem_len,
       (long long)shape.num_predict, dropout, dtype_name.c_str(),
-      (long long)tiles.query, (long long)tiles.key, (long long)shape.iters);
+      (long long)tiles.query, (long long)tiles.key, (long long)shape.iters,
+      device.str().c_str());
   std::printf("attention forward FLOPs per layer (unfused count): %.2f GFLOP\n",
               attn_fwd_gflop * shape.layers);
   std::printf("%-10s %12s %12s %16s %22s\n", "attention", "forward ms",
               "fwd+bwd ms", "fwd+bwd CPU ms", "fwd+bwd peak MiB (+)");
   for (auto impl : impls) {
     const Result& res = results[impl];
-    std::printf("%-10s %12.1f %12.1f %16.1f %22.0f\n", xlnet::EnumName(impl),
-                res.fwd_ms, res.fwd_bwd_ms, res.fwd_bwd_cpu_ms, res.peak_mb);
+    const std::string peak =
+        device.is_cuda() ? "-" : absl::StrFormat("%.0f", res.peak_mb);
+    std::printf("%-10s %12.1f %12.1f %16.1f %22s\n", xlnet::EnumName(impl),
+                res.fwd_ms, res.fwd_bwd_ms, res.fwd_bwd_cpu_ms, peak.c_str());
   }
   const Result& first = results[impls[0]];
   for (size_t i = 1; i < impls.size(); ++i) {

@@ -24,6 +24,14 @@ bool CudaAttentionCompiled() {
 #endif
 }
 
+bool CudaTensorCoreForwardCompiled() {
+#ifdef XLNET_CUDA_TC_ATTENTION
+  return true;
+#else
+  return false;
+#endif
+}
+
 absl::Status CheckAttentionAvailable(AttentionImpl impl,
                                      const torch::Device& device) {
   switch (impl) {

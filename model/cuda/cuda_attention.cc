@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "model/cuda/attention_kernels.h"
+#ifdef XLNET_CUDA_TC_ATTENTION
+#include "model/cuda/tc_attention_kernels.h"
+#endif
 
 namespace xlnet {
 namespace {
@@ -187,6 +190,83 @@ struct CudaAttentionFunction
   }
 };
 
+#ifdef XLNET_CUDA_TC_ATTENTION
+namespace tc = tc_attention;
+
+// Whether the tensor-core forward takes this call: no gradient recorded,
+// fp16/bf16, a head size it has.
+bool TensorCoreForward(const std::vector<torch::Tensor>& inputs) {
+  const auto dtype = inputs[0].scalar_type();
+  if (dtype != torch::kHalf && dtype != torch::kBFloat16) return false;
+  if (!tc::SupportsHeadSize(inputs[0].size(3))) return false;
+  if (!torch::GradMode::is_enabled()) return true;
+  return std::none_of(inputs.begin(), inputs.end(),
+                      [](const torch::Tensor& t) { return t.requires_grad(); });
+}
+
+// The forward on the tensor-core kernel: the position products q_r . k_r^T
+// from cuBLAS, everything else in the kernel.
+torch::Tensor TensorCoreAttention(const std::vector<torch::Tensor>& inputs,
+                                  const CudaState& st) {
+  std::vector<torch::Tensor> in;
+  for (const auto& t : inputs) in.push_back(t.contiguous());
+  const auto& qw = in[0];
+  const c10::cuda::CUDAGuard guard(qw.device());
+  // [B, H, Lq, Dh] x [B|1, H, Dh, R] -> [B, H, Lq, R]
+  const auto bd = torch::matmul(in[1], in[4].transpose(2, 3)).contiguous();
+  tc::Params p;
+  p.dtype = qw.scalar_type() == torch::kHalf ? tc::DType::kHalf
+                                             : tc::DType::kBFloat16;
+  p.b = qw.size(0);
+  p.h = qw.size(1);
+  p.lq = qw.size(2);
+  p.dh = qw.size(3);
+  p.klen = in[2].size(2);
+  p.rlen = bd.size(3);
+  p.qlen = st.qlen;
+  p.qw = qw.data_ptr();
+  p.k = in[2].data_ptr();
+  p.v = in[3].data_ptr();
+  p.bd = bd.data_ptr();
+  const auto stream =
+      c10::cuda::getCurrentCUDAStream(qw.device().index()).stream();
+  const auto words = qw.options().dtype(torch::kInt);
+  const int64_t kw = tc::BitWords(p.klen);
+  // Blocked keys (masked, or past K) and other-segment keys as bits,
+  // [B|1, Lq, kw].
+  const auto& m = st.bias.mask;  // [B|1, 1, Lq, K] or undefined
+  const int64_t blocked_b = m.defined() ? m.size(0) : 1;
+  auto blocked = torch::empty({blocked_b, p.lq, kw}, words);
+  C10_CUDA_CHECK(tc::PackBits(
+      m.defined() ? BoolData(m) : nullptr, m.defined() ? m.stride(0) : 0,
+      m.defined() ? m.stride(2) : 0, m.defined() ? m.stride(3) : 0, blocked_b,
+      p.lq, p.klen, /*pad_blocked=*/true,
+      reinterpret_cast<uint32_t*>(blocked.data_ptr<int32_t>()), stream));
+  p.blocked = reinterpret_cast<const uint32_t*>(blocked.data_ptr<int32_t>());
+  p.blocked_b = blocked_b;
+  torch::Tensor other;
+  if (st.has_seg) {
+    p.seg = in[5].data_ptr();
+    const auto& d = st.bias.seg_diff;  // [B, 1, Lq, K]
+    other = torch::empty({p.b, p.lq, kw}, words);
+    C10_CUDA_CHECK(tc::PackBits(
+        BoolData(d), d.size(0) == 1 ? 0 : d.stride(0), d.stride(2), d.stride(3),
+        p.b, p.lq, p.klen, /*pad_blocked=*/false,
+        reinterpret_cast<uint32_t*>(other.data_ptr<int32_t>()), stream));
+    p.other = reinterpret_cast<const uint32_t*>(other.data_ptr<int32_t>());
+  }
+  if (st.pos.defined()) p.pos = st.pos.data_ptr<int64_t>();
+  p.scale = static_cast<float>(st.scale);
+  p.dropout = st.dropout.p;
+  p.seed = st.dropout.seed;
+  p.offset = st.dropout.offset;
+  auto out = torch::empty_like(qw);  // [B, H, Lq, Dh]
+  p.out = out.data_ptr();
+  C10_CUDA_CHECK(tc::Forward(p, stream));
+  return out;
+}
+#endif
+
 }  // namespace
 
 torch::Tensor CudaFusedRelativeAttention(
@@ -210,9 +290,12 @@ torch::Tensor CudaFusedRelativeAttention(
   st->scale = scale;
   st->dropout = dropout;
   st->has_seg = seg.defined();
-  st->band = BandRows(st->pos, qw.size(0), qw.size(2));
   std::vector<torch::Tensor> inputs = {qw, qr, k, v, k_r};
   if (seg.defined()) inputs.push_back(seg);
+#ifdef XLNET_CUDA_TC_ATTENTION
+  if (TensorCoreForward(inputs)) return TensorCoreAttention(inputs, *st);
+#endif
+  st->band = BandRows(st->pos, qw.size(0), qw.size(2));
   return CudaAttentionFunction::apply(st, at::TensorList(inputs))[0];
 }
 

@@ -443,10 +443,34 @@ TEST(TiledAttentionTest, DropoutMatchesTheUnfusedCoreInDistribution) {
   }
 }
 
+// FusedRelativeAttention's inputs for the CUDA tests: b 2, h 3, head size
+// 64, a query stream of lq rows when lq < l.
+Case FusedCase(int64_t l, int64_t lq, int64_t mlen) {
+  Case c;
+  c.b = 2;
+  c.h = 3;
+  c.l = l;
+  c.lq = lq;
+  c.mlen = mlen;
+  c.dh = 64;
+  c.query_stream = lq < l;
+  return c;
+}
+
+// The masks, segment relation and positions of `bias` on `device`.
+AttentionBias BiasOn(const AttentionBias& bias, torch::Device device) {
+  AttentionBias out;
+  for (auto [dst, src] : {std::pair{&out.mask, &bias.mask},
+                          std::pair{&out.seg_diff, &bias.seg_diff},
+                          std::pair{&out.query_pos, &bias.query_pos}}) {
+    if (src->defined()) *dst = src->to(device);
+  }
+  return out;
+}
+
 // The CUDA kernel against the CPU path, same seeds (so the same dropout
 // masks): skipped unless this build has the kernel (-DXLNET_CUDA_ATTENTION)
-// and a GPU is present. It has never run: no GPU was available when it was
-// written.
+// and a GPU is present.
 TEST(CudaAttentionTest, MatchesTheCpuPath) {
   if (!CudaAttentionCompiled() || !torch::cuda::is_available()) {
     GTEST_SKIP() << "no CUDA attention kernel in this build or no GPU";
@@ -455,14 +479,7 @@ TEST(CudaAttentionTest, MatchesTheCpuPath) {
     for (double p : {0.0, 0.2}) {
       SCOPED_TRACE(::testing::Message()
                    << "query stream " << query_stream << ", dropout " << p);
-      Case c;
-      c.b = 2;
-      c.h = 3;
-      c.l = 37;
-      c.lq = query_stream ? 11 : 37;
-      c.mlen = 20;
-      c.dh = 64;
-      c.query_stream = query_stream;
+      const Case c = FusedCase(37, query_stream ? 11 : 37, 20);
       const CoreInputs in = MakeCore(c, 15);
       auto seg = torch::randn({c.b, c.h, c.lq, 2});
       auto w = torch::randn({c.b, c.h, c.lq, c.dh});
@@ -476,13 +493,7 @@ TEST(CudaAttentionTest, MatchesTheCpuPath) {
         for (const auto& t : x) {
           xs.push_back(t.to(device, dtype).detach().requires_grad_());
         }
-        AttentionBias bias;
-        for (auto [dst, src] :
-             {std::pair{&bias.mask, &in.bias.mask},
-              std::pair{&bias.seg_diff, &in.bias.seg_diff},
-              std::pair{&bias.query_pos, &in.bias.query_pos}}) {
-          if (src->defined()) *dst = src->to(device);
-        }
+        const AttentionBias bias = BiasOn(in.bias, device);
         auto out = FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4],
                                           xs[5], bias, in.qlen, 0.125, d);
         auto grads = torch::autograd::grad(
@@ -498,6 +509,57 @@ TEST(CudaAttentionTest, MatchesTheCpuPath) {
         const double scale = cpu[i].abs().max().item<double>() + 1e-12;
         EXPECT_LT(MaxAbsDiff(gpu[i], cpu[i]), i == 0 ? 1e-5 : 1e-4) << i;
         EXPECT_LT(MaxAbsDiff(gpu_bf16[i], cpu[i]), 0.03 * scale) << i;
+      }
+    }
+  }
+}
+
+// The tensor-core forward (attention 'cuda' without gradients, fp16/bf16,
+// head size 64) against the CPU path in fp32 with the same seeds, so the
+// same dropout decisions: several query and key tiles with ragged ends,
+// both streams, k_r per sample (bi_data) and shared, fully masked rows
+// (zeros), no NaN. Needs -DXLNET_CUDA_TC_ATTENTION=ON and a GPU.
+TEST(CudaAttentionTest, TensorCoreForwardMatchesTheCpuPath) {
+  if (!CudaTensorCoreForwardCompiled() || !torch::cuda::is_available()) {
+    GTEST_SKIP() << "no tensor-core attention kernel in this build or no GPU";
+  }
+  for (bool query_stream : {false, true}) {
+    for (double p : {0.0, 0.2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "query stream " << query_stream << ", dropout " << p);
+      Case c = FusedCase(150, query_stream ? 45 : 150, 70);
+      c.kr_batch = query_stream ? 2 : 1;
+      const CoreInputs in = MakeCore(c, 16);
+      auto seg = torch::randn({c.b, c.h, c.lq, 2});
+      AttentionDropout d;
+      d.p = p;
+      d.seed = 7;
+      d.offset = 3;
+      const std::vector<torch::Tensor> x = {in.x[0], in.x[0] * 0.5, in.x[1],
+                                            in.x[2], in.x[3],       seg};
+      auto run = [&](torch::Device device, torch::ScalarType dtype) {
+        std::vector<torch::Tensor> xs;
+        for (const auto& t : x) xs.push_back(t.to(device, dtype));
+        const AttentionBias bias = BiasOn(in.bias, device);
+        torch::NoGradGuard no_grad;
+        return FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4], xs[5],
+                                      bias, in.qlen, 0.125, d)
+            .to(torch::kCPU, torch::kFloat);
+      };
+      const auto cpu = run(torch::kCPU, torch::kFloat);
+      const double scale = cpu.abs().max().item<double>();
+      for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
+        const auto gpu = run(torch::kCUDA, dtype);
+        EXPECT_TRUE(torch::isfinite(gpu).all().item<bool>()) << dtype;
+        const double tol = dtype == torch::kHalf ? 0.005 : 0.03;
+        EXPECT_LT(MaxAbsDiff(gpu, cpu), tol * scale) << dtype;
+        // Rows with every key masked are zeros, as on the CPU.
+        EXPECT_EQ(gpu[0][0][1].abs().max().item<float>(), 0.f) << dtype;
+        EXPECT_EQ(gpu[c.b - 1][0][c.lq - 1].abs().max().item<float>(), 0.f)
+            << dtype;
+        std::printf("[ diff     ] %s: max |tc - cpu| %.3g (scale %.3g)\n",
+                    dtype == torch::kHalf ? "fp16" : "bf16",
+                    MaxAbsDiff(gpu, cpu), scale);
       }
     }
   }

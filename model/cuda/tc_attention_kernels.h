@@ -1,0 +1,82 @@
+// Launcher of the tensor-core forward of the fused relative attention
+// (tc_attention_kernels.cu). Plain C++ and the CUDA runtime only, no
+// LibTorch, like attention_kernels.h.
+//
+// The forward alone (no log-sum-exp is kept for a backward): the attention
+// of a forward that records no gradient (evaluation, inference, generation)
+// with fp16/bf16 inputs and head size 64 (XLNet base and large). Compiled only
+// with -DXLNET_CUDA_TC_ATTENTION=ON (off by default).
+//
+// Unlike the SIMT kernels, the position term arrives as a product: bd =
+// q_r . k_r^T over all R = K + qlen relative positions, [B, H, Lq, R],
+// computed by cuBLAS; the kernel reads row i's K entries at its shift
+// (column j + qlen - pos_i for key j), so no [B, H, Lq, K] bias is written.
+//
+// Layouts (elements, row-major, contiguous): qw [B, H, Lq, Dh]; k, v
+// [B, H, K, Dh]; bd [B, H, Lq, R]; seg [B, H, Lq, 2]; out [B, H, Lq, Dh];
+// masks bool (uint8) with strides (b stride 0 = broadcast); pos [B, Lq]
+// int64.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace xlnet::tc_attention {
+
+// Query rows per block (4 warps x 16 rows: one m16n8k16 row block a warp)
+// and keys per tile.
+constexpr int kBlockRows = 64;
+constexpr int kBlockKeys = 64;
+
+enum class DType { kHalf, kBFloat16 };
+
+struct Params {
+  DType dtype = DType::kBFloat16;
+  int64_t b = 0, h = 0, lq = 0, klen = 0, rlen = 0, dh = 0, qlen = 0;
+  const void* qw = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* bd = nullptr;
+  const void* seg = nullptr;  // null = no segment term
+  // Bit j % 32 of word j / 32 of row (b, i): key j blocked (masked, or at
+  // or past K); [blocked_b, Lq, kw] with blocked_b = 1 (shared) or B; kw
+  // = BitWords(K). PackBits writes them.
+  const uint32_t* blocked = nullptr;
+  int64_t blocked_b = 1;
+  // The same for "key j is in the other segment", [B, Lq, kw], with seg.
+  const uint32_t* other = nullptr;
+  const int64_t* pos = nullptr;  // null: query i is at position i
+  float scale = 1;
+  double dropout = 0;
+  uint64_t seed = 0, offset = 0;
+  void* out = nullptr;
+};
+
+#if defined(__CUDACC__)
+#define XLNET_TC_HOST_DEVICE __host__ __device__
+#else
+#define XLNET_TC_HOST_DEVICE
+#endif
+
+// 32-bit words of one row's key bits: whole 64-key tiles.
+XLNET_TC_HOST_DEVICE constexpr int64_t BitWords(int64_t klen) {
+  return (klen + kBlockKeys - 1) / kBlockKeys * (kBlockKeys / 32);
+}
+
+// Packs a bool tensor [rows_b, Lq, K] (element strides sb, si, sj) into
+// words [rows_b, Lq, BitWords(K)]: bit set where the byte is nonzero, and
+// for every key at or past K when `pad_blocked`. Null src: no byte set.
+cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
+                     int64_t rows_b, int64_t lq, int64_t klen, bool pad_blocked,
+                     uint32_t* dst, cudaStream_t stream);
+
+// Whether Forward takes this head size.
+constexpr bool SupportsHeadSize(int64_t dh) { return dh == 64; }
+
+// softmax((qw.k^T + bd at the shift + segment term) * scale, masked) . v,
+// dropout on the probabilities as the SIMT kernels and the CPU path draw it;
+// fully masked rows give zeros.
+cudaError_t Forward(const Params& p, cudaStream_t stream);
+
+}  // namespace xlnet::tc_attention
