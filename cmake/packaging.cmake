@@ -37,6 +37,8 @@ set(_cmake_dir lib/cmake/xlnet_cpp)
 install(EXPORT xlnet_cpp_targets NAMESPACE xlnet::
         FILE xlnet_cppTargets.cmake DESTINATION ${_cmake_dir})
 set(XLNET_INSTALL_WITH_GLOG ${XLNET_WITH_GLOG})
+# Our CUDA kernels' static library links CUDA::cudart.
+set(XLNET_INSTALL_WITH_CUDA_KERNELS ${XLNET_CUDA_ATTENTION})
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/xlnet_cppConfig.cmake.in
   ${CMAKE_BINARY_DIR}/xlnet_cppConfig.cmake

@@ -24,7 +24,7 @@ bool CudaAttentionCompiled() {
 #endif
 }
 
-bool CudaTensorCoreForwardCompiled() {
+bool CudaTensorCoreAttentionCompiled() {
 #ifdef XLNET_CUDA_TC_ATTENTION
   return true;
 #else

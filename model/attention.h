@@ -26,10 +26,11 @@ namespace xlnet {
 // (-DXLNET_WITH_CUDA=ON -DXLNET_CUDA_ATTENTION=ON).
 bool CudaAttentionCompiled();
 
-// Whether attention 'cuda' runs forwards that record no gradient, in fp16 or
-// bf16 with head size 64, on the tensor-core kernel
-// (-DXLNET_CUDA_TC_ATTENTION=ON; model/cuda/tc_attention_kernels.h).
-bool CudaTensorCoreForwardCompiled();
+// Whether attention 'cuda' runs fp16/bf16 inputs with head size 64 on the
+// tensor-core kernels, forward and backward (-DXLNET_CUDA_TC_ATTENTION=ON,
+// the default of builds with our CUDA kernels;
+// model/cuda/tc_attention_kernels.h).
+bool CudaTensorCoreAttentionCompiled();
 
 // Whether `impl` can run on `device` in this build: 'tiled' on the CPU
 // only, 'cuda' on CUDA devices in builds with the kernel, 'sdpa' with

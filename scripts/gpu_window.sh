@@ -207,7 +207,7 @@ bench_run() {
 phase_B() {
   echo "== B: xlnet-bench ($CONFIG on $DEVICE)"
   prepare_data || { echo "gpu_window: 'B: data' failed"; return; }
-  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused --set train.fused_elementwise=false;+bf16_sdpa_deferred:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true --set train.step_reads=deferred"}
+  local variants=${XLNET_GPU_VARIANTS:-"bf16_sdpa:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true;bf16_cuda:--set train.dtype=bf16 --set train.attention=cuda --set train.fused_elementwise=true;bf16_unfused:--set train.dtype=bf16 --set train.attention=unfused --set train.fused_elementwise=false;+bf16_sdpa_deferred:--set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true --set train.step_reads=deferred"}
   local round spec name args
   for round in 1 2; do
     IFS=';' read -ra specs <<< "$variants"
@@ -304,7 +304,9 @@ phase_D() {
   local parts=" ${XLNET_GPU_D:-resume losses ranks save probe} "
   local spec name args
   # ';'-separated "name:--set k=v ..." as in phase B.
-  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16 --set train.fused_elementwise=false;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_deferred:--set train.dtype=bf16 --set train.fused_elementwise=true --set train.step_reads=deferred"}
+  # bf16_cuda64: tiny's head size 16 runs attention 'cuda' on the SIMT
+  # kernels; one head of 64 runs it on the tensor-core kernels.
+  local resumes=${XLNET_GPU_RESUME:-"bf16:--set train.dtype=bf16 --set train.fused_elementwise=false;bf16_fused:--set train.dtype=bf16 --set train.fused_elementwise=true;bf16_deferred:--set train.dtype=bf16 --set train.fused_elementwise=true --set train.step_reads=deferred;bf16_cuda64:--set train.dtype=bf16 --set train.fused_elementwise=true --set train.attention=cuda --set model.n_head=1 --set model.d_head=64"}
   ((DRY)) && resumes="fp32:--set train.dtype=fp32"
   [[ $parts == *" resume "* ]] || resumes=""
   IFS=';' read -ra specs <<< "$resumes"

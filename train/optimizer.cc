@@ -145,12 +145,22 @@ bool AdamW::Fused(const Group& group, const std::vector<size_t>& index) const {
 #endif
 }
 
+std::vector<std::vector<size_t>> AdamW::WithGradByGroup() const {
+  std::vector<std::vector<size_t>> index;
+  for (const Group& group : groups_) index.push_back(WithGrad(group));
+  return index;
+}
+
 bool AdamW::DecidesOnDevice() const {
+  return DecidesOnDevice(WithGradByGroup());
+}
+
+bool AdamW::DecidesOnDevice(
+    const std::vector<std::vector<size_t>>& index) const {
   bool any = false;
-  for (const Group& group : groups_) {
-    const std::vector<size_t> index = WithGrad(group);
-    if (index.empty()) continue;
-    if (!Fused(group, index)) return false;
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    if (index[k].empty()) continue;
+    if (!Fused(groups_[k], index[k])) return false;
     any = true;
   }
   return any;
@@ -169,7 +179,8 @@ void AdamW::Step(double lr, const torch::Tensor& skip) {
   TORCH_CHECK(skip.numel() == 1, "AdamW::Step: skip must hold one number, got ",
               skip.sizes());
   torch::NoGradGuard no_grad;
-  if (!DecidesOnDevice()) {
+  const std::vector<std::vector<size_t>> index = WithGradByGroup();
+  if (!DecidesOnDevice(index)) {
     unsettled_.push_back(false);
     if (skip.item<double>() == 0) Step(lr);
     return;
@@ -179,13 +190,13 @@ void AdamW::Step(double lr, const torch::Tensor& skip) {
               "AdamW::Step: a host-decided step is still unsettled");
   ++steps_;
   unsettled_.push_back(true);
-  for (Group& group : groups_) {
-    const std::vector<size_t> index = WithGrad(group);
-    if (index.empty()) continue;
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    if (index[k].empty()) continue;
+    Group& group = groups_[k];
     // The kernel reads found_inf as one fp32 number on its device.
     const torch::Tensor found_inf =
         skip.detach().reshape({}).to(group.device, torch::kFloat);
-    StepGroup(group, index, lr * group.lr_scale, &found_inf);
+    StepGroup(group, index[k], lr * group.lr_scale, &found_inf);
   }
 }
 

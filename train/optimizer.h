@@ -101,6 +101,10 @@ class AdamW {
   bool Fused(const Group& group, const std::vector<size_t>& index) const;
   // The indices of `group`'s parameters that have a gradient.
   std::vector<size_t> WithGrad(const Group& group) const;
+  // WithGrad of every group, in groups_' order.
+  std::vector<std::vector<size_t>> WithGradByGroup() const;
+  // DecidesOnDevice for the groups' parameters `index` (WithGradByGroup).
+  bool DecidesOnDevice(const std::vector<std::vector<size_t>>& index) const;
   // The multi-tensor update of `index`'s parameters (all with a gradient)
   // of group `group` at rate `step_lr`; with `found_inf` (fused groups
   // only) the kernel skips itself when it is nonzero.

@@ -996,7 +996,9 @@ struct Trainer::PendingRead {
   double enqueue_seconds = 0;  // the host's time to queue the step
   int64_t save_serial = 0;     // save_serial_ when the progress was taken
   std::vector<std::string> metric_names;
-  torch::Tensor values;  // on the host
+  // The step's numbers: the tensor itself when read at once (ReadStep
+  // copies it, blocking), a page-locked host copy when read late.
+  torch::Tensor values;
   torch::Tensor source;  // the device tensor being copied, kept alive
 #if TORCH_VERSION_MAJOR >= 2
   std::optional<c10::Event> copied;

@@ -193,28 +193,29 @@ struct CudaAttentionFunction
 #ifdef XLNET_CUDA_TC_ATTENTION
 namespace tc = tc_attention;
 
-// Whether the tensor-core forward takes this call: no gradient recorded,
-// fp16/bf16, a head size it has.
-bool TensorCoreForward(const std::vector<torch::Tensor>& inputs) {
+// Whether the tensor-core kernels take this call: fp16/bf16, a head size
+// they have.
+bool UsesTensorCores(const std::vector<torch::Tensor>& inputs) {
   const auto dtype = inputs[0].scalar_type();
-  if (dtype != torch::kHalf && dtype != torch::kBFloat16) return false;
-  if (!tc::SupportsHeadSize(inputs[0].size(3))) return false;
-  if (!torch::GradMode::is_enabled()) return true;
-  return std::none_of(inputs.begin(), inputs.end(),
-                      [](const torch::Tensor& t) { return t.requires_grad(); });
+  return (dtype == torch::kHalf || dtype == torch::kBFloat16) &&
+         tc::SupportsHeadSize(inputs[0].size(3));
 }
 
-// The forward on the tensor-core kernel: the position products q_r . k_r^T
-// from cuBLAS, everything else in the kernel.
-torch::Tensor TensorCoreAttention(const std::vector<torch::Tensor>& inputs,
-                                  const CudaState& st) {
-  std::vector<torch::Tensor> in;
-  for (const auto& t : inputs) in.push_back(t.contiguous());
-  const auto& qw = in[0];
-  const c10::cuda::CUDAGuard guard(qw.device());
-  // [B, H, Lq, Dh] x [B|1, H, Dh, R] -> [B, H, Lq, R]
-  const auto bd = torch::matmul(in[1], in[4].transpose(2, 3)).contiguous();
+// The kernels' view of contiguous inputs qw, qr, k, v, k_r[, seg]: the
+// position products q_r . k_r^T from cuBLAS, masks and segment relations
+// as bit words; outputs and gradients are the caller's.
+struct TcCall {
   tc::Params p;
+  torch::Tensor bd, blocked, other;  // kept alive while the kernels run
+};
+
+TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
+                  cudaStream_t stream) {
+  TcCall call;
+  const auto& qw = in[0];
+  // [B, H, Lq, Dh] x [B|1, H, Dh, R] -> [B, H, Lq, R]
+  call.bd = torch::matmul(in[1], in[4].transpose(2, 3)).contiguous();
+  tc::Params& p = call.p;
   p.dtype = qw.scalar_type() == torch::kHalf ? tc::DType::kHalf
                                              : tc::DType::kBFloat16;
   p.b = qw.size(0);
@@ -222,49 +223,126 @@ torch::Tensor TensorCoreAttention(const std::vector<torch::Tensor>& inputs,
   p.lq = qw.size(2);
   p.dh = qw.size(3);
   p.klen = in[2].size(2);
-  p.rlen = bd.size(3);
+  p.rlen = call.bd.size(3);
   p.qlen = st.qlen;
   p.qw = qw.data_ptr();
   p.k = in[2].data_ptr();
   p.v = in[3].data_ptr();
-  p.bd = bd.data_ptr();
-  const auto stream =
-      c10::cuda::getCurrentCUDAStream(qw.device().index()).stream();
+  p.bd = call.bd.data_ptr();
   const auto words = qw.options().dtype(torch::kInt);
   const int64_t kw = tc::BitWords(p.klen);
-  // Blocked keys (masked, or past K) and other-segment keys as bits,
-  // [B|1, Lq, kw].
+  auto word_ptr = [](const torch::Tensor& t) {
+    return reinterpret_cast<uint32_t*>(t.data_ptr<int32_t>());
+  };
+  // Blocked keys (masked, or past K), [B|1, Lq, kw].
   const auto& m = st.bias.mask;  // [B|1, 1, Lq, K] or undefined
-  const int64_t blocked_b = m.defined() ? m.size(0) : 1;
-  auto blocked = torch::empty({blocked_b, p.lq, kw}, words);
+  p.blocked_b = m.defined() ? m.size(0) : 1;
+  call.blocked = torch::empty({p.blocked_b, p.lq, kw}, words);
   C10_CUDA_CHECK(tc::PackBits(
       m.defined() ? BoolData(m) : nullptr, m.defined() ? m.stride(0) : 0,
-      m.defined() ? m.stride(2) : 0, m.defined() ? m.stride(3) : 0, blocked_b,
-      p.lq, p.klen, /*pad_blocked=*/true,
-      reinterpret_cast<uint32_t*>(blocked.data_ptr<int32_t>()), stream));
-  p.blocked = reinterpret_cast<const uint32_t*>(blocked.data_ptr<int32_t>());
-  p.blocked_b = blocked_b;
-  torch::Tensor other;
+      m.defined() ? m.stride(2) : 0, m.defined() ? m.stride(3) : 0, p.blocked_b,
+      p.lq, p.klen, /*pad_blocked=*/true, word_ptr(call.blocked), stream));
+  p.blocked = word_ptr(call.blocked);
   if (st.has_seg) {
+    // Keys of the other segment, [B, Lq, kw].
     p.seg = in[5].data_ptr();
-    const auto& d = st.bias.seg_diff;  // [B, 1, Lq, K]
-    other = torch::empty({p.b, p.lq, kw}, words);
-    C10_CUDA_CHECK(tc::PackBits(
-        BoolData(d), d.size(0) == 1 ? 0 : d.stride(0), d.stride(2), d.stride(3),
-        p.b, p.lq, p.klen, /*pad_blocked=*/false,
-        reinterpret_cast<uint32_t*>(other.data_ptr<int32_t>()), stream));
-    p.other = reinterpret_cast<const uint32_t*>(other.data_ptr<int32_t>());
+    const auto& d = st.bias.seg_diff;  // [B|1, 1, Lq, K]
+    call.other = torch::empty({p.b, p.lq, kw}, words);
+    C10_CUDA_CHECK(tc::PackBits(BoolData(d), d.size(0) == 1 ? 0 : d.stride(0),
+                                d.stride(2), d.stride(3), p.b, p.lq, p.klen,
+                                /*pad_blocked=*/false, word_ptr(call.other),
+                                stream));
+    p.other = word_ptr(call.other);
   }
   if (st.pos.defined()) p.pos = st.pos.data_ptr<int64_t>();
   p.scale = static_cast<float>(st.scale);
   p.dropout = st.dropout.p;
   p.seed = st.dropout.seed;
   p.offset = st.dropout.offset;
-  auto out = torch::empty_like(qw);  // [B, H, Lq, Dh]
-  p.out = out.data_ptr();
-  C10_CUDA_CHECK(tc::Forward(p, stream));
-  return out;
+  return call;
 }
+
+cudaStream_t StreamOf(const torch::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+
+// The autograd node around the tensor-core kernels. Backward recomputes the
+// position products (one cuBLAS product) rather than keeping [B, H, Lq, R]
+// from the forward, and turns their gradient into those of q_r and k_r
+// with two more.
+struct TcAttentionFunction
+    : public torch::autograd::Function<TcAttentionFunction> {
+  // inputs: qw, qr, k, v, k_r[, seg]
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx, c10::intrusive_ptr<CudaState> st,
+      at::TensorList inputs) {
+    std::vector<torch::Tensor> in;
+    for (const auto& t : inputs) in.push_back(t.contiguous());
+    const c10::cuda::CUDAGuard guard(in[0].device());
+    const auto stream = StreamOf(in[0]);
+    TcCall call = MakeTcCall(in, *st, stream);
+    auto out = torch::empty_like(in[0]);  // [B, H, Lq, Dh]
+    auto lse = torch::empty({call.p.b, call.p.h, call.p.lq},
+                            in[0].options().dtype(torch::kFloat));
+    call.p.out = out.data_ptr();
+    call.p.lse = lse.data_ptr<float>();
+    C10_CUDA_CHECK(tc::Forward(call.p, stream));
+    in.push_back(out);
+    in.push_back(lse);
+    ctx->save_for_backward(in);
+    ctx->saved_data["state"] = c10::IValue::make_capsule(st);
+    return {out};
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grad_outputs) {
+    auto st = c10::static_intrusive_pointer_cast<CudaState>(
+        ctx->saved_data["state"].toCapsule());
+    std::vector<torch::Tensor> saved = ctx->get_saved_variables();
+    const size_t n_in = st->has_seg ? 6 : 5;
+    torch::autograd::variable_list result(1 + n_in);
+    if (!grad_outputs[0].defined()) return result;
+    const auto& out = saved[n_in];
+    const auto& lse = saved[n_in + 1];
+    std::vector<torch::Tensor> in(saved.begin(), saved.begin() + n_in);
+    const c10::cuda::CUDAGuard guard(in[0].device());
+    const auto stream = StreamOf(in[0]);
+    TcCall call = MakeTcCall(in, *st, stream);
+    tc::Params& p = call.p;
+    const auto dout = grad_outputs[0].to(out.scalar_type()).contiguous();
+    // [B, H, Lq]: rowsum(dout * out), the softmax backward's correction.
+    const auto dd =
+        (dout.to(torch::kFloat) * out.to(torch::kFloat)).sum(3).contiguous();
+    auto dqw = torch::empty_like(in[0]);
+    auto dk = torch::empty_like(in[2]);
+    auto dv = torch::empty_like(in[3]);
+    auto dbd = torch::zeros_like(call.bd);  // only K columns a row written
+    torch::Tensor dseg;
+    if (st->has_seg) dseg = torch::empty_like(in[5]);
+    p.dout = dout.data_ptr();
+    p.lse_in = lse.data_ptr<float>();
+    p.dd = dd.data_ptr<float>();
+    p.dqw = dqw.data_ptr();
+    p.dk = dk.data_ptr();
+    p.dv = dv.data_ptr();
+    p.dbd = dbd.data_ptr();
+    if (st->has_seg) p.dseg = dseg.data_ptr();
+    C10_CUDA_CHECK(tc::Backward(p, stream));
+    // bd = qr . k_r^T: dqr = dbd . k_r, dk_r = dbd^T . qr (summed over the
+    // batch when k_r is shared).
+    auto dqr = torch::matmul(dbd, in[4]);                  // [B, H, Lq, Dh]
+    auto dkr = torch::matmul(dbd.transpose(2, 3), in[1]);  // [B, H, R, Dh]
+    if (in[4].size(0) == 1 && dkr.size(0) != 1) dkr = dkr.sum(0, true);
+    result[1] = dqw;
+    result[2] = dqr;
+    result[3] = dk;
+    result[4] = dv;
+    result[5] = dkr;
+    if (st->has_seg) result[6] = dseg;
+    return result;
+  }
+};
 #endif
 
 }  // namespace
@@ -293,7 +371,9 @@ torch::Tensor CudaFusedRelativeAttention(
   std::vector<torch::Tensor> inputs = {qw, qr, k, v, k_r};
   if (seg.defined()) inputs.push_back(seg);
 #ifdef XLNET_CUDA_TC_ATTENTION
-  if (TensorCoreForward(inputs)) return TensorCoreAttention(inputs, *st);
+  if (UsesTensorCores(inputs)) {
+    return TcAttentionFunction::apply(st, at::TensorList(inputs))[0];
+  }
 #endif
   st->band = BandRows(st->pos, qw.size(0), qw.size(2));
   return CudaAttentionFunction::apply(st, at::TensorList(inputs))[0];

@@ -1,15 +1,18 @@
-// The tensor-core forward of the fused relative attention,
-// FlashAttention-2 style: one block of 4 warps per (64 query rows,
-// batch x head), each warp 16 rows; key tiles of 64 stream through shared
-// memory (cp.async, the next tile copied while this one is used) with an
-// online softmax kept in registers, in log2 units (exp2). Masks and
+// The tensor-core kernels of the fused relative attention, FlashAttention-2
+// style. Forward: one block of 4 warps per (64 query rows, batch x head),
+// each warp 16 rows; key tiles of 64 stream through shared memory
+// (cp.async, the next tile copied while this one is used) with an online
+// softmax kept in registers, in log2 units (exp2). Backward, without
+// atomics: DkDvKernel per (64 keys, batch x head) over all query tiles,
+// DqKernel per (64 query rows, batch x head) over all key tiles, both
+// recomputing the probabilities from the forward's log-sum-exp. Masks and
 // segment flags arrive as bits (PackBits: two 32-bit words a row and tile,
-// not a byte a score), the position term as one 16-bit load a score at
-// the row's shift.
+// not a byte a score), the position term through shared-memory windows of
+// bd at each row's shift.
 //
 // Matrix units through inline PTX mma.sync.m16n8k16 (fp16/bf16 in, fp32
-// accumulate) rather than CuTe: the kernel needs only two products with
-// fixed tile shapes, and the accumulator layout of mma.sync is documented
+// accumulate) rather than CuTe: each kernel needs two products with fixed
+// tile shapes, and the accumulator layout of mma.sync is documented
 // (PTX ISA, "Matrix Fragments for mma.m16n8k16"), which the score terms
 // below rely on to know which (row, key) each register holds. WMMA hides
 // that layout, so it would need a round trip through shared memory.
@@ -49,6 +52,15 @@ __device__ __forceinline__ float ToF(T x) {
     return __half2float(x);
   } else {
     return __bfloat162float(x);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T FromF(float x) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half(x);
+  } else {
+    return __float2bfloat16(x);
   }
 }
 
@@ -161,6 +173,31 @@ __device__ void LoadBdAsync(T* dst, const T* bd, const int64_t* win, int64_t j0,
   }
 }
 
+// Element start(r) of row r's bd window, 8-aligned, and the row's offset
+// into it; rows past Lq read row Lq - 1. Floor division: a window may start
+// before element 0.
+__device__ __forceinline__ int64_t WindowStart(const Params& p, int64_t bh,
+                                               int64_t r, int64_t* offset) {
+  r = r < p.lq ? r : p.lq - 1;
+  const int64_t b = bh / p.h;
+  const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
+  const int64_t start = (bh * p.lq + r) * p.rlen + p.qlen - pos;
+  *offset = ((start % 8) + 8) % 8;
+  return start - *offset;
+}
+
+// Row r's segment term in log2 units: `same` for keys of its segment,
+// `same + delta` for the others (zeros without seg).
+template <typename T>
+__device__ __forceinline__ void SegTerms(const Params& p, int64_t bh, int64_t r,
+                                         float* same, float* delta) {
+  *same = *delta = 0.f;
+  if (p.seg == nullptr) return;
+  const T* seg = static_cast<const T*>(p.seg) + (bh * p.lq + r) * 2;
+  *same = ToF(seg[0]) * p.scale * kLog2e;
+  *delta = ToF(seg[1]) * p.scale * kLog2e - *same;
+}
+
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   static_assert(kDh % 16 == 0, "head size: whole k-steps of 16");
@@ -195,18 +232,9 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
 
   const T* bd = static_cast<const T*>(p.bd);
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
-  // Element start(r) of each row's window, 8-aligned; rows past Lq read
-  // row Lq - 1. Floor division: a window may start before element 0.
-  auto window = [&](int64_t r, int64_t* offset) {
-    r = r < p.lq ? r : p.lq - 1;
-    const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
-    const int64_t start = (bh * p.lq + r) * p.rlen + p.qlen - pos;
-    *offset = ((start % 8) + 8) % 8;
-    return start - *offset;
-  };
   if (threadIdx.x < kBlockRows) {
     int64_t unused;
-    win_s[threadIdx.x] = window(i0 + threadIdx.x, &unused);
+    win_s[threadIdx.x] = WindowStart(p, bh, i0 + threadIdx.x, &unused);
   }
   __syncthreads();
   LoadTileAsync<T, kDh>(q_s, qw, i0, kBlockRows, p.lq);
@@ -231,16 +259,11 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
     shift[u] = static_cast<int>(p.qlen - pos);  // bd column of key j
     int64_t offset;
-    window(row, &offset);
+    WindowStart(p, bh, row, &offset);
     bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd + static_cast<int>(offset);
     blocked_row[u] = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
     other_row[u] = p.other ? p.other + (b * p.lq + r) * kw : nullptr;
-    same[u] = delta[u] = 0.f;
-    if (p.seg != nullptr) {
-      const T* seg = static_cast<const T*>(p.seg) + (bh * p.lq + r) * 2;
-      same[u] = ToF(seg[0]) * p.scale * kLog2e;
-      delta[u] = ToF(seg[1]) * p.scale * kLog2e - same[u];
-    }
+    SegTerms<T>(p, bh, r, &same[u], &delta[u]);
     m[u] = -INFINITY;  // in log2 units, as the scores below
     l[u] = 0.f;
   }
@@ -416,10 +439,451 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     if (!live[u]) continue;
     const float inv = l[u] > 0.f ? 1.f / l[u] : 0.f;
     const int64_t row = i0 + warp * 16 + g + 8 * u;
+    if (p.lse != nullptr && t == 0) {
+      p.lse[bh * p.lq + row] = l[u] > 0.f ? m[u] + log2f(l[u]) : INFINITY;
+    }
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
       *reinterpret_cast<uint32_t*>(out + row * kDh + n * 8 + 2 * t) =
           Pack<T>(o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
+    }
+  }
+}
+
+// Dropout multipliers of a tile as bits: row r's words [2 r, 2 r + 1] hold
+// keys j0 .. j0 + 63 (bit set = kept), for rows i0 .. i0 + 63. Each of the
+// first 2 x kBlockRows threads draws one word (8 Philox blocks of 4 keys).
+__device__ void DropoutWords(const Params& p, int64_t bh, int64_t i0,
+                             int64_t j0, uint32_t threshold, uint32_t* dst) {
+  const int idx = threadIdx.x;
+  if (idx >= 2 * kBlockRows) return;
+  const int r = idx / 2, half = idx % 2;
+  uint32_t word = 0;
+  for (int q = 0; q < 8; ++q) {
+    const int64_t j = j0 + half * 32 + q * 4;
+    word |= AttentionKeepBits4(p.seed, p.offset, bh, i0 + r, j, threshold)
+            << (q * 4);
+  }
+  dst[idx] = word;
+}
+
+// dk and dv of one tile of 64 keys (a warp per 16), over all query tiles:
+// the transposed scores s^T = k . qw^T and dP^T = v . dout^T of each query
+// tile, the probabilities from the forward's lse, then dv += P^T dout and
+// dk += dS^T qw, in registers until the end (no atomics).
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
+  constexpr int kLd = kDh + kPad;
+  constexpr int kKSteps = kDh / 16;
+  constexpr int kRowBlocks = kBlockRows / 8;  // n-blocks over query rows
+  constexpr int kOutBlocks = kDh / 8;
+  static_assert(kBlockRows == 64 && kBlockKeys == 64, "one tile shape");
+  extern __shared__ __align__(16) unsigned char smem[];
+  int64_t* win_s = reinterpret_cast<int64_t*>(smem);  // [kBlockRows]
+  T* q_s = reinterpret_cast<T*>(win_s + kBlockRows);  // [kBlockRows][kLd]
+  T* do_s = q_s + kBlockRows * kLd;                   // [kBlockRows][kLd]
+  T* bd_s = do_s + kBlockRows * kLd;                  // [kBlockRows][kBdLd]
+  uint32_t* blk_s = reinterpret_cast<uint32_t*>(bd_s + kBlockRows * kBdLd);
+  uint32_t* oth_s = blk_s + 2 * kBlockRows;  // [kBlockRows][2] each
+  uint32_t* drp_s = oth_s + 2 * kBlockRows;
+  float* lse_s = reinterpret_cast<float*>(drp_s + 2 * kBlockRows);
+  float* dd_s = lse_s + kBlockRows;
+  float* same_s = dd_s + kBlockRows;
+  float* delta_s = same_s + kBlockRows;
+  int* at_s = reinterpret_cast<int*>(delta_s + kBlockRows);  // window offset
+  int* shift_s = at_s + kBlockRows;
+
+  const int64_t bh = blockIdx.y, b = bh / p.h;
+  const int j0 = static_cast<int>(blockIdx.x) * kBlockKeys;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int rlen = static_cast<int>(p.rlen);
+  const int64_t kw = BitWords(p.klen);
+  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
+  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
+  const T* qw = static_cast<const T*>(p.qw) + bh * p.lq * kDh;
+  const T* dout = static_cast<const T*>(p.dout) + bh * p.lq * kDh;
+  const T* bd = static_cast<const T*>(p.bd);
+  const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
+  const uint32_t threshold =
+      p.dropout > 0 ? AttentionKeepThreshold(p.dropout) : 0;
+  const float keep_scale =
+      p.dropout > 0 ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 1.f;
+  const float scale2 = p.scale * kLog2e;
+
+  // This warp's 16 keys and values as A fragments (through q_s and do_s).
+  LoadTileAsync<T, kDh>(q_s, k, j0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(do_s, v, j0, kBlockKeys, p.klen);
+  CopyAsyncCommit();
+  CopyAsyncWaitAll();
+  __syncthreads();
+  uint32_t ka[kKSteps][4], va[kKSteps][4];
+  {
+    const int r0 = (warp * 16 + g) * kLd + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const T* src = x == 0 ? q_s : do_s;
+        uint32_t* a = x == 0 ? ka[kk] : va[kk];
+        a[0] = Load32(src + r0 + kk * 16);
+        a[1] = Load32(src + r0 + 8 * kLd + kk * 16);
+        a[2] = Load32(src + r0 + kk * 16 + 8);
+        a[3] = Load32(src + r0 + 8 * kLd + kk * 16 + 8);
+      }
+    }
+  }
+  float dk[kOutBlocks][4], dv[kOutBlocks][4];
+#pragma unroll
+  for (int n = 0; n < kOutBlocks; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
+  }
+
+  for (int64_t i0 = 0; i0 < p.lq; i0 += kBlockRows) {
+    __syncthreads();  // the previous query tile is no longer read
+    if (threadIdx.x < kBlockRows) {
+      const int r = threadIdx.x;
+      const int64_t row = i0 + r;
+      const bool live = row < p.lq;
+      const int64_t rr = live ? row : p.lq - 1;
+      int64_t offset;
+      win_s[r] = WindowStart(p, bh, row, &offset);
+      at_s[r] = r * kBdLd + static_cast<int>(offset);
+      const int64_t pos = p.pos ? p.pos[b * p.lq + rr] : rr;
+      shift_s[r] = static_cast<int>(p.qlen - pos);
+      lse_s[r] = p.lse_in[bh * p.lq + rr];
+      dd_s[r] = live ? p.dd[bh * p.lq + rr] : 0.f;
+      SegTerms<T>(p, bh, rr, &same_s[r], &delta_s[r]);
+      const uint2 wb = *reinterpret_cast<const uint2*>(
+          p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
+      blk_s[2 * r] = live ? wb.x : ~0u;
+      blk_s[2 * r + 1] = live ? wb.y : ~0u;
+      uint2 wo = make_uint2(0, 0);
+      if (p.other != nullptr) {
+        wo = *reinterpret_cast<const uint2*>(p.other + (b * p.lq + rr) * kw +
+                                             j0 / 32);
+      }
+      oth_s[2 * r] = wo.x;
+      oth_s[2 * r + 1] = wo.y;
+    }
+    if (threshold != 0) DropoutWords(p, bh, i0, j0, threshold, drp_s);
+    __syncthreads();
+    LoadTileAsync<T, kDh>(q_s, qw, i0, kBlockRows, p.lq);
+    LoadTileAsync<T, kDh>(do_s, dout, i0, kBlockRows, p.lq);
+    LoadBdAsync(bd_s, bd, win_s, j0, bd_numel);
+    CopyAsyncCommit();
+    CopyAsyncWaitAll();
+    __syncthreads();
+
+    // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x 64 rows.
+    float st[kRowBlocks][4], dpt[kRowBlocks][4];
+#pragma unroll
+    for (int n = 0; n < kRowBlocks; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+      const int r0 = (n * 8 + g) * kLd + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        Mma<T>(st[n], ka[kk], Load32(q_s + r0 + kk * 16),
+               Load32(q_s + r0 + kk * 16 + 8));
+        Mma<T>(dpt[n], va[kk], Load32(do_s + r0 + kk * 16),
+               Load32(do_s + r0 + kk * 16 + 8));
+      }
+    }
+    // Element (key jj, row r): P from the forward's lse, then dS.
+#pragma unroll
+    for (int n = 0; n < kRowBlocks; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = n * 8 + 2 * t + (e & 1);
+        const int jj = warp * 16 + g + 8 * (e / 2);
+        const int bit = jj % 32, word = 2 * r + jj / 32;
+        float pr = 0.f;
+        if (!((blk_s[word] >> bit) & 1u)) {
+          const int c = j0 + jj + shift_s[r];
+          const float pos_term =
+              static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
+                  ? ToF(bd_s[at_s[r] + jj])
+                  : 0.f;
+          const float x = (st[n][e] + pos_term) * scale2 + same_s[r] +
+                          ((oth_s[word] >> bit) & 1u ? delta_s[r] : 0.f);
+          pr = exp2f(x - lse_s[r]);
+        }
+        const float drop = threshold == 0
+                               ? 1.f
+                               : ((drp_s[word] >> bit) & 1u ? keep_scale : 0.f);
+        st[n][e] = pr * drop;                           // dropped P
+        dpt[n][e] = pr * (dpt[n][e] * drop - dd_s[r]);  // dS / scale
+      }
+    }
+    // dv += P^T dout, dk += dS^T qw: the k-steps run over the 64 rows.
+#pragma unroll
+    for (int kk = 0; kk < kBlockRows / 16; ++kk) {
+      const uint32_t pa[4] = {Pack<T>(st[2 * kk][0], st[2 * kk][1]),
+                              Pack<T>(st[2 * kk][2], st[2 * kk][3]),
+                              Pack<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                              Pack<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+      const uint32_t sa[4] = {Pack<T>(dpt[2 * kk][0], dpt[2 * kk][1]),
+                              Pack<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
+                              Pack<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
+                              Pack<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+      const int r0 = (kk * 16 + 2 * t) * kLd + g;
+#pragma unroll
+      for (int n = 0; n < kOutBlocks; ++n) {
+        const T* d0 = do_s + r0 + n * 8;
+        Mma<T>(dv[n], pa, Pack16(d0, d0 + kLd),
+               Pack16(d0 + 8 * kLd, d0 + 9 * kLd));
+        const T* q0 = q_s + r0 + n * 8;
+        Mma<T>(dk[n], sa, Pack16(q0, q0 + kLd),
+               Pack16(q0 + 8 * kLd, q0 + 9 * kLd));
+      }
+    }
+  }
+
+  T* dk_out = static_cast<T*>(p.dk) + bh * p.klen * kDh;
+  T* dv_out = static_cast<T*>(p.dv) + bh * p.klen * kDh;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int64_t key = j0 + warp * 16 + g + 8 * u;
+    if (key >= p.klen) continue;
+#pragma unroll
+    for (int n = 0; n < kOutBlocks; ++n) {
+      const int64_t at = key * kDh + n * 8 + 2 * t;
+      *reinterpret_cast<uint32_t*>(dk_out + at) =
+          Pack<T>(dk[n][2 * u] * p.scale, dk[n][2 * u + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv_out + at) =
+          Pack<T>(dv[n][2 * u], dv[n][2 * u + 1]);
+    }
+  }
+}
+
+// dqw, dbd and dseg of one tile of 64 query rows (a warp per 16), over all
+// key tiles: the forward's scores again, dP = dout . v^T, dS, then
+// dqw += dS k; dS itself is dbd at the row's shifted columns, and its sums
+// over the row's same- and other-segment keys are dseg.
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
+  constexpr int kLd = kDh + kPad;
+  constexpr int kKSteps = kDh / 16;
+  constexpr int kKeyBlocks = kBlockKeys / 8;
+  constexpr int kOutBlocks = kDh / 8;
+  constexpr int kTile = kBlockKeys * kLd;
+  extern __shared__ __align__(16) unsigned char smem[];
+  int64_t* win_s = reinterpret_cast<int64_t*>(smem);  // [kBlockRows]
+  T* q_s = reinterpret_cast<T*>(win_s + kBlockRows);  // [kBlockRows][kLd]
+  T* kv_s = q_s + kBlockRows * kLd;                   // [2][keys, values]
+  T* bd_s = kv_s + 4 * kTile;                         // [2][kBlockRows][kBdLd]
+
+  const int64_t bh = blockIdx.y, b = bh / p.h;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
+  const int kw = static_cast<int>(BitWords(p.klen));
+  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
+  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
+  const T* bd = static_cast<const T*>(p.bd);
+  const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
+
+  if (threadIdx.x < kBlockRows) {
+    int64_t unused;
+    win_s[threadIdx.x] = WindowStart(p, bh, i0 + threadIdx.x, &unused);
+  }
+  __syncthreads();
+  // Queries first (their fragments are taken before the buffers are
+  // reused), then the output gradient into the same place.
+  LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
+                        kBlockRows, p.lq);
+  CopyAsyncCommit();
+  CopyAsyncWaitAll();
+  __syncthreads();
+  uint32_t qa[kKSteps][4], da[kKSteps][4];
+  const int r0 = (warp * 16 + g) * kLd + 2 * t;
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) {
+    qa[kk][0] = Load32(q_s + r0 + kk * 16);
+    qa[kk][1] = Load32(q_s + r0 + 8 * kLd + kk * 16);
+    qa[kk][2] = Load32(q_s + r0 + kk * 16 + 8);
+    qa[kk][3] = Load32(q_s + r0 + 8 * kLd + kk * 16 + 8);
+  }
+  __syncthreads();
+  LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.dout) + bh * p.lq * kDh,
+                        i0, kBlockRows, p.lq);
+  LoadTileAsync<T, kDh>(kv_s, k, 0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(kv_s + kTile, v, 0, kBlockKeys, p.klen);
+  LoadBdAsync(bd_s, bd, win_s, 0, bd_numel);
+  CopyAsyncCommit();
+
+  int bd_at[2], shift[2];
+  const uint32_t* blocked_row[2];
+  const uint32_t* other_row[2];
+  T* dbd_row[2];
+  bool live[2];
+  float same[2], delta[2], lse[2], dd[2], seg_sum[2][2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int64_t row = i0 + warp * 16 + g + 8 * u;
+    live[u] = row < p.lq;
+    const int64_t r = live[u] ? row : p.lq - 1;
+    const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
+    shift[u] = static_cast<int>(p.qlen - pos);
+    int64_t offset;
+    WindowStart(p, bh, row, &offset);
+    bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd + static_cast<int>(offset);
+    blocked_row[u] = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
+    other_row[u] = p.other ? p.other + (b * p.lq + r) * kw : nullptr;
+    dbd_row[u] = static_cast<T*>(p.dbd) + (bh * p.lq + r) * p.rlen;
+    SegTerms<T>(p, bh, r, &same[u], &delta[u]);
+    lse[u] = p.lse_in[bh * p.lq + r];
+    dd[u] = p.dd[bh * p.lq + r];
+    seg_sum[u][0] = seg_sum[u][1] = 0.f;
+  }
+  const float scale2 = p.scale * kLog2e;
+  const uint32_t threshold =
+      p.dropout > 0 ? AttentionKeepThreshold(p.dropout) : 0;
+  const float keep_scale =
+      p.dropout > 0 ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 1.f;
+  float dq[kOutBlocks][4];
+#pragma unroll
+  for (int n = 0; n < kOutBlocks; ++n) {
+    dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+  }
+  CopyAsyncWaitAll();
+  __syncthreads();
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) {
+    da[kk][0] = Load32(q_s + r0 + kk * 16);
+    da[kk][1] = Load32(q_s + r0 + 8 * kLd + kk * 16);
+    da[kk][2] = Load32(q_s + r0 + kk * 16 + 8);
+    da[kk][3] = Load32(q_s + r0 + 8 * kLd + kk * 16 + 8);
+  }
+
+  for (int j0 = 0, it = 0; j0 < klen; j0 += kBlockKeys, ++it) {
+    const int buf = it & 1;
+    const T* k_s = kv_s + buf * 2 * kTile;
+    const T* v_s = k_s + kTile;
+    const T* bd_tile = bd_s + buf * kBlockRows * kBdLd;
+    const bool more = j0 + kBlockKeys < klen;
+    if (more) {
+      T* next = kv_s + (1 - buf) * 2 * kTile;
+      LoadTileAsync<T, kDh>(next, k, j0 + kBlockKeys, kBlockKeys, p.klen);
+      LoadTileAsync<T, kDh>(next + kTile, v, j0 + kBlockKeys, kBlockKeys,
+                            p.klen);
+      LoadBdAsync(bd_s + (1 - buf) * kBlockRows * kBdLd, bd, win_s,
+                  j0 + kBlockKeys, bd_numel);
+      CopyAsyncCommit();
+    }
+    uint32_t blocked[2][2], other[2][2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const uint2 wb =
+          *reinterpret_cast<const uint2*>(blocked_row[u] + j0 / 32);
+      blocked[u][0] = live[u] ? wb.x : ~0u;
+      blocked[u][1] = live[u] ? wb.y : ~0u;
+      other[u][0] = other[u][1] = 0;
+      if (other_row[u] != nullptr) {
+        const uint2 wo =
+            *reinterpret_cast<const uint2*>(other_row[u] + j0 / 32);
+        other[u][0] = wo.x;
+        other[u][1] = wo.y;
+      }
+    }
+    // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
+    float s[kKeyBlocks][4], dp[kKeyBlocks][4];
+#pragma unroll
+    for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
+      const int c0 = (n * 8 + g) * kLd + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        Mma<T>(s[n], qa[kk], Load32(k_s + c0 + kk * 16),
+               Load32(k_s + c0 + kk * 16 + 8));
+        Mma<T>(dp[n], da[kk], Load32(v_s + c0 + kk * 16),
+               Load32(v_s + c0 + kk * 16 + 8));
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyBlocks; ++n) {
+      uint32_t keep[2] = {~0u, ~0u};
+      const int j = j0 + n * 8 + 2 * t;
+      if (threshold != 0 && j < klen) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          if (live[u]) {
+            keep[u] = AttentionKeepBits4(p.seed, p.offset, bh,
+                                         i0 + warp * 16 + g + 8 * u, j & ~3,
+                                         threshold) >>
+                      (j & 3);
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int u = e / 2;
+        const int jj = n * 8 + 2 * t + (e & 1);
+        const int bit = jj % 32;
+        float ds = 0.f;
+        if (!((blocked[u][jj / 32] >> bit) & 1u)) {
+          const int c = j0 + jj + shift[u];
+          const bool in_range =
+              static_cast<unsigned>(c) < static_cast<unsigned>(rlen);
+          const bool oth = (other[u][jj / 32] >> bit) & 1u;
+          const float x =
+              (s[n][e] + (in_range ? ToF(bd_tile[bd_at[u] + jj]) : 0.f)) *
+                  scale2 +
+              same[u] + (oth ? delta[u] : 0.f);
+          const float pr = exp2f(x - lse[u]);
+          const float drop =
+              threshold == 0 ? 1.f
+                             : ((keep[u] >> (e & 1)) & 1u ? keep_scale : 0.f);
+          ds = pr * (dp[n][e] * drop - dd[u]);  // dS / scale
+          if (in_range) dbd_row[u][c] = FromF<T>(ds * p.scale);
+          // Both sums take an add (a select, not an index: registers).
+          seg_sum[u][0] += oth ? 0.f : ds;
+          seg_sum[u][1] += oth ? ds : 0.f;
+        }
+        s[n][e] = ds;
+      }
+    }
+    // dqw += dS k: the k-steps run over the tile's 64 keys.
+#pragma unroll
+    for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
+      const uint32_t sa[4] = {Pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                              Pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                              Pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              Pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const T* k0 = k_s + (kk * 16 + 2 * t) * kLd + g;
+#pragma unroll
+      for (int n = 0; n < kOutBlocks; ++n) {
+        const T* kn = k0 + n * 8;
+        Mma<T>(dq[n], sa, Pack16(kn, kn + kLd),
+               Pack16(kn + 8 * kLd, kn + 9 * kLd));
+      }
+    }
+    if (more) CopyAsyncWaitAll();
+    __syncthreads();
+  }
+
+  T* dqw = static_cast<T*>(p.dqw) + bh * p.lq * kDh;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    for (int x = 0; x < 2; ++x) {
+      seg_sum[u][x] += __shfl_xor_sync(0xffffffffu, seg_sum[u][x], 1);
+      seg_sum[u][x] += __shfl_xor_sync(0xffffffffu, seg_sum[u][x], 2);
+    }
+    if (!live[u]) continue;
+    const int64_t row = i0 + warp * 16 + g + 8 * u;
+#pragma unroll
+    for (int n = 0; n < kOutBlocks; ++n) {
+      *reinterpret_cast<uint32_t*>(dqw + row * kDh + n * 8 + 2 * t) =
+          Pack<T>(dq[n][2 * u] * p.scale, dq[n][2 * u + 1] * p.scale);
+    }
+    if (p.dseg != nullptr && t == 0) {
+      T* dseg = static_cast<T*>(p.dseg) + (bh * p.lq + row) * 2;
+      dseg[0] = FromF<T>(seg_sum[u][0] * p.scale);
+      dseg[1] = FromF<T>(seg_sum[u][1] * p.scale);
     }
   }
 }
@@ -444,17 +908,48 @@ __global__ void PackBitsKernel(const uint8_t* src, int64_t sb, int64_t si,
   dst[idx] = word;
 }
 
+// Shared memory of DkDvKernel: window starts, queries, output gradients,
+// bd windows, three words a row of mask, segment and dropout bits, four
+// floats and two ints a row.
+template <typename T, int kDh>
+__host__ __device__ constexpr size_t DkDvSharedBytes() {
+  return kBlockRows * sizeof(int64_t) +
+         (2 * kBlockRows * (kDh + kPad) + kBlockRows * kBdLd) * sizeof(T) +
+         kBlockRows *
+             (6 * sizeof(uint32_t) + 4 * sizeof(float) + 2 * sizeof(int));
+}
+
+template <typename Kernel>
+cudaError_t LaunchWithShared(Kernel kernel, dim3 grid, size_t bytes,
+                             const Params& p, cudaStream_t stream) {
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, kThreads, bytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T, int kDh>
+cudaError_t LaunchBackward(const Params& p, cudaStream_t stream) {
+  const auto bh = static_cast<unsigned>(p.b * p.h);
+  const dim3 key_grid(
+      static_cast<unsigned>((p.klen + kBlockKeys - 1) / kBlockKeys), bh);
+  cudaError_t e = LaunchWithShared(DkDvKernel<T, kDh>, key_grid,
+                                   DkDvSharedBytes<T, kDh>(), p, stream);
+  if (e != cudaSuccess) return e;
+  const dim3 row_grid(
+      static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows), bh);
+  return LaunchWithShared(DqKernel<T, kDh>, row_grid, SharedBytes<T, kDh>(), p,
+                          stream);
+}
+
 template <typename T, int kDh>
 cudaError_t Launch(const Params& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>(p.b * p.h));
-  constexpr size_t kBytes = SharedBytes<T, kDh>();
-  const cudaError_t e = cudaFuncSetAttribute(
-      ForwardKernel<T, kDh>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kBytes));
-  if (e != cudaSuccess) return e;
-  ForwardKernel<T, kDh><<<grid, kThreads, kBytes, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchWithShared(ForwardKernel<T, kDh>, grid, SharedBytes<T, kDh>(), p,
+                          stream);
 }
 
 }  // namespace
@@ -471,13 +966,33 @@ cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
   return cudaGetLastError();
 }
 
-cudaError_t Forward(const Params& p, cudaStream_t stream) {
-  // 32-bit key and position arithmetic inside the kernel.
-  if (!SupportsHeadSize(p.dh) || p.b * p.h > 65535 || p.blocked == nullptr ||
-      (p.seg != nullptr) != (p.other != nullptr) || p.rlen >= (1 << 30) ||
-      p.klen >= (1 << 30) || p.lq < 0 || p.qlen >= (1 << 30)) {
+namespace {
+
+// What both directions need: a head size the kernels have, the grid's
+// limits, 32-bit key and position arithmetic inside the kernels, the bit
+// words.
+bool ValidShapes(const Params& p) {
+  return SupportsHeadSize(p.dh) && p.b * p.h <= 65535 && p.blocked != nullptr &&
+         (p.seg != nullptr) == (p.other != nullptr) && p.rlen < (1 << 30) &&
+         p.klen < (1 << 30) && p.lq >= 0 && p.qlen < (1 << 30);
+}
+
+}  // namespace
+
+cudaError_t Backward(const Params& p, cudaStream_t stream) {
+  if (!ValidShapes(p) || p.dout == nullptr || p.lse_in == nullptr ||
+      p.dd == nullptr || p.dqw == nullptr || p.dk == nullptr ||
+      p.dv == nullptr || p.dbd == nullptr ||
+      (p.seg != nullptr) != (p.dseg != nullptr)) {
     return cudaErrorInvalidValue;
   }
+  if (p.lq == 0 || p.klen == 0 || p.b * p.h == 0) return cudaSuccess;
+  return p.dtype == DType::kHalf ? LaunchBackward<__half, 64>(p, stream)
+                                 : LaunchBackward<__nv_bfloat16, 64>(p, stream);
+}
+
+cudaError_t Forward(const Params& p, cudaStream_t stream) {
+  if (!ValidShapes(p)) return cudaErrorInvalidValue;
   if (p.lq == 0 || p.b * p.h == 0) return cudaSuccess;
   return p.dtype == DType::kHalf ? Launch<__half, 64>(p, stream)
                                  : Launch<__nv_bfloat16, 64>(p, stream);

@@ -1,11 +1,10 @@
-// Launcher of the tensor-core forward of the fused relative attention
+// Launchers of the tensor-core kernels of the fused relative attention
 // (tc_attention_kernels.cu). Plain C++ and the CUDA runtime only, no
 // LibTorch, like attention_kernels.h.
 //
-// The forward alone (no log-sum-exp is kept for a backward): the attention
-// of a forward that records no gradient (evaluation, inference, generation)
-// with fp16/bf16 inputs and head size 64 (XLNet base and large). Compiled only
-// with -DXLNET_CUDA_TC_ATTENTION=ON (off by default).
+// Forward and backward of attention 'cuda' with fp16/bf16 inputs and head
+// size 64 (XLNet base and large). Compiled only with
+// -DXLNET_CUDA_TC_ATTENTION=ON (off by default).
 //
 // Unlike the SIMT kernels, the position term arrives as a product: bd =
 // q_r . k_r^T over all R = K + qlen relative positions, [B, H, Lq, R],
@@ -14,8 +13,7 @@
 //
 // Layouts (elements, row-major, contiguous): qw [B, H, Lq, Dh]; k, v
 // [B, H, K, Dh]; bd [B, H, Lq, R]; seg [B, H, Lq, 2]; out [B, H, Lq, Dh];
-// masks bool (uint8) with strides (b stride 0 = broadcast); pos [B, Lq]
-// int64.
+// masks and segment relations as bit words (PackBits); pos [B, Lq] int64.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,7 +48,22 @@ struct Params {
   float scale = 1;
   double dropout = 0;
   uint64_t seed = 0, offset = 0;
+  // Forward outputs: out [B, H, Lq, Dh]; lse [B, H, Lq] fp32, each row's
+  // log2-sum-exp2 of its scores in log2 units (+inf for a fully masked
+  // row), written when not null.
   void* out = nullptr;
+  float* lse = nullptr;
+  // Backward inputs: the output's gradient dout [B, H, Lq, Dh], the
+  // forward's lse, and dd [B, H, Lq] fp32 = rowsum(dout * out).
+  const void* dout = nullptr;
+  const float* lse_in = nullptr;
+  const float* dd = nullptr;
+  // Backward outputs, all in the inputs' dtype, each element written once
+  // (no atomics: two runs give the same bits): dqw [B, H, Lq, Dh]; dk, dv
+  // [B, H, K, Dh]; dbd [B, H, Lq, R], which must hold zeros (only the K
+  // columns of each row's shift are written); dseg [B, H, Lq, 2] with seg.
+  void *dqw = nullptr, *dk = nullptr, *dv = nullptr, *dbd = nullptr,
+       *dseg = nullptr;
 };
 
 #if defined(__CUDACC__)
@@ -78,5 +91,10 @@ constexpr bool SupportsHeadSize(int64_t dh) { return dh == 64; }
 // dropout on the probabilities as the SIMT kernels and the CPU path draw it;
 // fully masked rows give zeros.
 cudaError_t Forward(const Params& p, cudaStream_t stream);
+
+// The gradients of Forward's output: one kernel over key tiles (dk, dv),
+// one over query tiles (dqw, dbd at the shifted columns, dseg), both
+// recomputing the probabilities from lse_in.
+cudaError_t Backward(const Params& p, cudaStream_t stream);
 
 }  // namespace xlnet::tc_attention

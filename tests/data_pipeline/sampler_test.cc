@@ -339,8 +339,9 @@ TEST(SamplerTest, PinnedBatchesArePageLockedWithTheSameContent) {
   for (int i = 0; i < 3; ++i) {
     PlmBatch batch = (*pinned)->Next();
     for (const auto& [name, field] : kPlmBatchFields) {
-      if ((batch.*field).defined())
+      if ((batch.*field).defined()) {
         EXPECT_TRUE((batch.*field).is_pinned()) << name;
+      }
     }
     ExpectBatchesEqual(batch, plain->Next());
   }
