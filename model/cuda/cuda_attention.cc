@@ -122,6 +122,36 @@ void CheckSharedMemory(const ca::Params& p, torch::Device device) {
               "use attention 'unfused'");
 }
 
+// What a forward keeps for its backward: the state, the contiguous inputs
+// (qw, qr, k, v, k_r[, seg]), the output and the per-row log-sum-exp.
+struct Saved {
+  c10::intrusive_ptr<CudaState> st;
+  std::vector<torch::Tensor> in;
+  torch::Tensor out, lse;
+};
+
+void SaveForBackward(torch::autograd::AutogradContext* ctx,
+                     const c10::intrusive_ptr<CudaState>& st,
+                     std::vector<torch::Tensor> in, const torch::Tensor& out,
+                     const torch::Tensor& lse) {
+  in.push_back(out);
+  in.push_back(lse);
+  ctx->save_for_backward(in);
+  ctx->saved_data["state"] = c10::IValue::make_capsule(st);
+}
+
+Saved LoadSaved(torch::autograd::AutogradContext* ctx) {
+  Saved saved;
+  saved.st = c10::static_intrusive_pointer_cast<CudaState>(
+      ctx->saved_data["state"].toCapsule());
+  std::vector<torch::Tensor> all = ctx->get_saved_variables();
+  const size_t n_in = saved.st->has_seg ? 6 : 5;
+  saved.in.assign(all.begin(), all.begin() + n_in);
+  saved.out = all[n_in];
+  saved.lse = all[n_in + 1];
+  return saved;
+}
+
 struct CudaAttentionFunction
     : public torch::autograd::Function<CudaAttentionFunction> {
   // inputs: qw, qr, k, v, k_r[, seg]
@@ -141,25 +171,21 @@ struct CudaAttentionFunction
     p.lse = lse.data_ptr<float>();
     C10_CUDA_CHECK(ca::Forward(
         p, c10::cuda::getCurrentCUDAStream(in[0].device().index()).stream()));
-    in.push_back(out);
-    in.push_back(lse);
-    ctx->save_for_backward(in);
-    ctx->saved_data["state"] = c10::IValue::make_capsule(st);
+    SaveForBackward(ctx, st, std::move(in), out, lse);
     return {out};
   }
 
   static torch::autograd::variable_list backward(
       torch::autograd::AutogradContext* ctx,
       torch::autograd::variable_list grad_outputs) {
-    auto st = c10::static_intrusive_pointer_cast<CudaState>(
-        ctx->saved_data["state"].toCapsule());
-    std::vector<torch::Tensor> saved = ctx->get_saved_variables();
-    const size_t n_in = st->has_seg ? 6 : 5;
+    const Saved saved = LoadSaved(ctx);
+    const auto& st = saved.st;
+    const auto& in = saved.in;
+    const auto& out = saved.out;
+    const auto& lse = saved.lse;
+    const size_t n_in = in.size();
     torch::autograd::variable_list result(1 + n_in);
     if (!grad_outputs[0].defined()) return result;
-    const auto& out = saved[n_in];
-    const auto& lse = saved[n_in + 1];
-    std::vector<torch::Tensor> in(saved.begin(), saved.begin() + n_in);
     const c10::cuda::CUDAGuard guard(in[0].device());
     ca::Params p = MakeParams(in, *st);
     const auto dout = grad_outputs[0].to(out.scalar_type()).contiguous();
@@ -287,25 +313,21 @@ struct TcAttentionFunction
     call.p.out = out.data_ptr();
     call.p.lse = lse.data_ptr<float>();
     C10_CUDA_CHECK(tc::Forward(call.p, stream));
-    in.push_back(out);
-    in.push_back(lse);
-    ctx->save_for_backward(in);
-    ctx->saved_data["state"] = c10::IValue::make_capsule(st);
+    SaveForBackward(ctx, st, std::move(in), out, lse);
     return {out};
   }
 
   static torch::autograd::variable_list backward(
       torch::autograd::AutogradContext* ctx,
       torch::autograd::variable_list grad_outputs) {
-    auto st = c10::static_intrusive_pointer_cast<CudaState>(
-        ctx->saved_data["state"].toCapsule());
-    std::vector<torch::Tensor> saved = ctx->get_saved_variables();
-    const size_t n_in = st->has_seg ? 6 : 5;
+    const Saved saved = LoadSaved(ctx);
+    const auto& st = saved.st;
+    const auto& in = saved.in;
+    const auto& out = saved.out;
+    const auto& lse = saved.lse;
+    const size_t n_in = in.size();
     torch::autograd::variable_list result(1 + n_in);
     if (!grad_outputs[0].defined()) return result;
-    const auto& out = saved[n_in];
-    const auto& lse = saved[n_in + 1];
-    std::vector<torch::Tensor> in(saved.begin(), saved.begin() + n_in);
     const c10::cuda::CUDAGuard guard(in[0].device());
     const auto stream = StreamOf(in[0]);
     TcCall call = MakeTcCall(in, *st, stream);

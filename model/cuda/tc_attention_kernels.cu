@@ -198,11 +198,208 @@ __device__ __forceinline__ void SegTerms(const Params& p, int64_t bh, int64_t r,
   *delta = ToF(seg[1]) * p.scale * kLog2e - *same;
 }
 
+// Each row's bd window start for the block's rows i0 .. i0 + 63 (the first
+// kBlockRows threads write one each); a __syncthreads must follow.
+__device__ __forceinline__ void InitWindows(int64_t* win_s, const Params& p,
+                                            int64_t bh, int64_t i0) {
+  if (threadIdx.x < kBlockRows) {
+    int64_t unused;
+    win_s[threadIdx.x] = WindowStart(p, bh, i0 + threadIdx.x, &unused);
+  }
+}
+
+// Starts copying key tile j0's keys and values (into kv_dst, then
+// kv_dst + kBlockKeys (kDh + kPad)) and the rows' bd windows (bd_dst).
+template <typename T, int kDh>
+__device__ void LoadKeyTileAsync(T* kv_dst, T* bd_dst, const Params& p,
+                                 int64_t bh, const int64_t* win_s, int j0) {
+  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
+  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
+  LoadTileAsync<T, kDh>(kv_dst, k, j0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(kv_dst + kBlockKeys * (kDh + kPad), v, j0, kBlockKeys,
+                        p.klen);
+  LoadBdAsync(bd_dst, static_cast<const T*>(p.bd), win_s, j0,
+              p.b * p.h * p.lq * p.rlen);
+}
+
+// A fragments of 16 rows (row0 ..) x kDh from shared memory.
+template <typename T, int kDh>
+__device__ __forceinline__ void LoadA(uint32_t a[kDh / 16][4], const T* src,
+                                      int row0, int g, int t) {
+  constexpr int kLd = kDh + kPad;
+  const T* s0 = src + (row0 + g) * kLd + 2 * t;
+#pragma unroll
+  for (int kk = 0; kk < kDh / 16; ++kk) {
+    a[kk][0] = Load32(s0 + kk * 16);
+    a[kk][1] = Load32(s0 + 8 * kLd + kk * 16);
+    a[kk][2] = Load32(s0 + kk * 16 + 8);
+    a[kk][3] = Load32(s0 + 8 * kLd + kk * 16 + 8);
+  }
+}
+
+// c = a . b^T: 16 rows (A fragments) x the 64 rows of b in shared memory,
+// over kDh; c[n] is the C fragment of b's rows 8n .. 8n + 7.
+template <typename T, int kDh>
+__device__ __forceinline__ void ProductT(float c[8][4],
+                                         const uint32_t a[kDh / 16][4],
+                                         const T* b_s, int g, int t) {
+  constexpr int kLd = kDh + kPad;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+    const T* b0 = b_s + (n * 8 + g) * kLd + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < kDh / 16; ++kk) {
+      Mma<T>(c[n], a[kk], Load32(b0 + kk * 16), Load32(b0 + kk * 16 + 8));
+    }
+  }
+}
+
+// acc += x . b: x the 16 x 64 C fragments of ProductT (blocks 2kk, 2kk + 1,
+// packed to 16 bits, are the A fragment of k-step kk), b 64 rows x kDh in
+// shared memory.
+template <typename T, int kDh>
+__device__ __forceinline__ void ProductAcc(float acc[kDh / 8][4],
+                                           const float x[8][4], const T* b_s,
+                                           int g, int t) {
+  constexpr int kLd = kDh + kPad;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint32_t xa[4] = {Pack<T>(x[2 * kk][0], x[2 * kk][1]),
+                            Pack<T>(x[2 * kk][2], x[2 * kk][3]),
+                            Pack<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                            Pack<T>(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+    const T* b0 = b_s + (kk * 16 + 2 * t) * kLd + g;
+#pragma unroll
+    for (int n = 0; n < kDh / 8; ++n) {
+      const T* bn = b0 + n * 8;
+      Mma<T>(acc[n], xa, Pack16(bn, bn + kLd),
+             Pack16(bn + 8 * kLd, bn + 9 * kLd));
+    }
+  }
+}
+
+template <int kBlocks>
+__device__ __forceinline__ void Zero(float c[kBlocks][4]) {
+#pragma unroll
+  for (int n = 0; n < kBlocks; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+}
+
+// Dropout's draw threshold (0: no dropout) and the kept values' scale.
+struct Dropout {
+  uint32_t threshold = 0;
+  float keep_scale = 1.f;
+};
+
+__device__ __forceinline__ Dropout MakeDropout(const Params& p) {
+  Dropout d;
+  if (p.dropout > 0) {
+    d.threshold = AttentionKeepThreshold(p.dropout);
+    d.keep_scale = static_cast<float>(1.0 / (1.0 - p.dropout));
+  }
+  return d;
+}
+
+// The two query rows a thread holds in ForwardKernel and DqKernel: u = 0
+// is row g of its warp's 16, u = 1 row g + 8. Rows past Lq read row Lq - 1
+// and are blocked everywhere.
+struct Rows {
+  int64_t row[2];
+  bool live[2];
+  int shift[2];  // bd column of key j: j + shift
+  int bd_at[2];  // offset of the row's window in a bd tile
+  const uint32_t* blocked[2];
+  const uint32_t* other[2];  // null without seg
+  float same[2], delta[2];   // SegTerms
+};
+
+template <typename T>
+__device__ Rows MakeRows(const Params& p, int64_t bh, int64_t i0, int warp,
+                         int g) {
+  Rows rows;
+  const int64_t b = bh / p.h, kw = BitWords(p.klen);
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int local = warp * 16 + g + 8 * u;
+    rows.row[u] = i0 + local;
+    rows.live[u] = rows.row[u] < p.lq;
+    const int64_t r = rows.live[u] ? rows.row[u] : p.lq - 1;
+    const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
+    rows.shift[u] = static_cast<int>(p.qlen - pos);
+    int64_t offset;
+    WindowStart(p, bh, rows.row[u], &offset);
+    rows.bd_at[u] = local * kBdLd + static_cast<int>(offset);
+    rows.blocked[u] = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
+    rows.other[u] = p.other ? p.other + (b * p.lq + r) * kw : nullptr;
+    SegTerms<T>(p, bh, r, &rows.same[u], &rows.delta[u]);
+  }
+  return rows;
+}
+
+// The rows' mask and segment words of key tile j0.
+struct Words {
+  uint32_t blocked[2][2], other[2][2];
+};
+
+__device__ __forceinline__ Words LoadWords(const Rows& rows, int j0) {
+  Words w;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const uint2 wb = *reinterpret_cast<const uint2*>(rows.blocked[u] + j0 / 32);
+    w.blocked[u][0] = rows.live[u] ? wb.x : ~0u;
+    w.blocked[u][1] = rows.live[u] ? wb.y : ~0u;
+    w.other[u][0] = w.other[u][1] = 0;
+    if (rows.other[u] != nullptr) {
+      const uint2 wo = *reinterpret_cast<const uint2*>(rows.other[u] + j0 / 32);
+      w.other[u][0] = wo.x;
+      w.other[u][1] = wo.y;
+    }
+  }
+  return w;
+}
+
+__device__ __forceinline__ bool Bit(const uint32_t words[2], int jj) {
+  return (words[jj / 32] >> (jj % 32)) & 1u;
+}
+
+// Row u's score of key jj of tile j0 in log2 units, (product + bd) scale
+// + segment term, or -inf when blocked. Relative positions past R are the
+// SIMT kernel's zero rows.
+template <typename T>
+__device__ __forceinline__ float ScoreLog2(const Rows& rows, const Words& w,
+                                           int u, int jj, int j0,
+                                           const T* bd_tile, int rlen,
+                                           float scale2, float product) {
+  if (Bit(w.blocked[u], jj)) return -INFINITY;
+  const int c = j0 + jj + rows.shift[u];
+  const float pos_term = static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
+                             ? ToF(bd_tile[rows.bd_at[u] + jj])
+                             : 0.f;
+  return (product + pos_term) * scale2 + rows.same[u] +
+         (Bit(w.other[u], jj) ? rows.delta[u] : 0.f);
+}
+
+// Keep bits of keys j, j + 1 (j even) for the two rows: bit 0 = key j,
+// bit 1 = key j + 1 (one Philox block of 4 keys serves both).
+__device__ __forceinline__ void PairKeep(uint32_t keep[2], const Params& p,
+                                         const Rows& rows, int64_t bh, int j,
+                                         int klen, uint32_t threshold) {
+  keep[0] = keep[1] = ~0u;
+  if (threshold == 0 || j >= klen) return;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    if (rows.live[u]) {
+      keep[u] = AttentionKeepBits4(p.seed, p.offset, bh, rows.row[u], j & ~3,
+                                   threshold) >>
+                (j & 3);
+    }
+  }
+}
+
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   static_assert(kDh % 16 == 0, "head size: whole k-steps of 16");
   constexpr int kLd = kDh + kPad;
-  constexpr int kKSteps = kDh / 16;           // k-steps of q . k^T
   constexpr int kKeyBlocks = kBlockKeys / 8;  // n-blocks of the scores
   constexpr int kOutBlocks = kDh / 8;         // n-blocks of the output
   constexpr int kTile = kBlockKeys * kLd;
@@ -220,78 +417,32 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   T* kv_s = q_s + kBlockRows * kLd;  // [2][keys, values]
   T* bd_s = kv_s + 4 * kTile;        // [2][kBlockRows][kBdLd]
 
-  const int64_t bh = blockIdx.y, b = bh / p.h;
+  const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
-  const int kw = static_cast<int>(BitWords(p.klen));
-  const T* qw = static_cast<const T*>(p.qw) + bh * p.lq * kDh;
-  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
-  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
 
-  const T* bd = static_cast<const T*>(p.bd);
-  const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
-  if (threadIdx.x < kBlockRows) {
-    int64_t unused;
-    win_s[threadIdx.x] = WindowStart(p, bh, i0 + threadIdx.x, &unused);
-  }
+  InitWindows(win_s, p, bh, i0);
   __syncthreads();
-  LoadTileAsync<T, kDh>(q_s, qw, i0, kBlockRows, p.lq);
-  LoadTileAsync<T, kDh>(kv_s, k, 0, kBlockKeys, p.klen);
-  LoadTileAsync<T, kDh>(kv_s + kTile, v, 0, kBlockKeys, p.klen);
-  LoadBdAsync(bd_s, bd, win_s, 0, bd_numel);
+  LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
+                        kBlockRows, p.lq);
+  LoadKeyTileAsync<T, kDh>(kv_s, bd_s, p, bh, win_s, 0);
   CopyAsyncCommit();
 
-  // The two rows this thread holds: u = 0 is row g, u = 1 row g + 8. Rows
-  // past Lq read row Lq - 1 and are blocked everywhere.
-  int bd_at[2];  // this row's offset into its bd window
-  const uint32_t* blocked_row[2];
-  const uint32_t* other_row[2];
-  int shift[2];
-  bool live[2];
-  float same[2], delta[2], m[2], l[2];
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int64_t row = i0 + warp * 16 + g + 8 * u;
-    live[u] = row < p.lq;
-    const int64_t r = live[u] ? row : p.lq - 1;
-    const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
-    shift[u] = static_cast<int>(p.qlen - pos);  // bd column of key j
-    int64_t offset;
-    WindowStart(p, bh, row, &offset);
-    bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd + static_cast<int>(offset);
-    blocked_row[u] = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
-    other_row[u] = p.other ? p.other + (b * p.lq + r) * kw : nullptr;
-    SegTerms<T>(p, bh, r, &same[u], &delta[u]);
-    m[u] = -INFINITY;  // in log2 units, as the scores below
-    l[u] = 0.f;
-  }
+  const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
+  float m[2] = {-INFINITY, -INFINITY};  // in log2 units, as the scores
+  float l[2] = {0.f, 0.f};
   const float scale2 = p.scale * kLog2e;
+  const Dropout drop = MakeDropout(p);
   float o[kOutBlocks][4];
-#pragma unroll
-  for (int n = 0; n < kOutBlocks; ++n) {
-    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  }
-  const uint32_t threshold =
-      p.dropout > 0 ? AttentionKeepThreshold(p.dropout) : 0;
-  const float keep_scale =
-      p.dropout > 0 ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 1.f;
+  Zero<kOutBlocks>(o);
 
   CopyAsyncWaitAll();
   __syncthreads();
   // This warp's query rows as A fragments, kept for all key tiles.
-  uint32_t qa[kKSteps][4];
-  {
-    const T* q0 = q_s + (warp * 16 + g) * kLd + 2 * t;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      qa[kk][0] = Load32(q0 + kk * 16);
-      qa[kk][1] = Load32(q0 + 8 * kLd + kk * 16);
-      qa[kk][2] = Load32(q0 + kk * 16 + 8);
-      qa[kk][3] = Load32(q0 + 8 * kLd + kk * 16 + 8);
-    }
-  }
+  uint32_t qa[kDh / 16][4];
+  LoadA<T, kDh>(qa, q_s, warp * 16, g, t);
 
   for (int j0 = 0, it = 0; j0 < klen; j0 += kBlockKeys, ++it) {
     const int buf = it & 1;
@@ -300,67 +451,27 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     const T* bd_tile = bd_s + buf * kBlockRows * kBdLd;
     const bool more = j0 + kBlockKeys < klen;
     if (more) {
-      T* next = kv_s + (1 - buf) * 2 * kTile;
-      LoadTileAsync<T, kDh>(next, k, j0 + kBlockKeys, kBlockKeys, p.klen);
-      LoadTileAsync<T, kDh>(next + kTile, v, j0 + kBlockKeys, kBlockKeys,
-                            p.klen);
-      LoadBdAsync(bd_s + (1 - buf) * kBlockRows * kBdLd, bd, win_s,
-                  j0 + kBlockKeys, bd_numel);
+      LoadKeyTileAsync<T, kDh>(kv_s + (1 - buf) * 2 * kTile,
+                               bd_s + (1 - buf) * kBlockRows * kBdLd, p, bh,
+                               win_s, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-
     // This tile's mask words, read first so that the product hides their
-    // latency.
-    uint32_t blocked[2][2], other[2][2];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const uint2 wb =
-          *reinterpret_cast<const uint2*>(blocked_row[u] + j0 / 32);
-      blocked[u][0] = live[u] ? wb.x : ~0u;
-      blocked[u][1] = live[u] ? wb.y : ~0u;
-      other[u][0] = other[u][1] = 0;
-      if (other_row[u] != nullptr) {
-        const uint2 wo =
-            *reinterpret_cast<const uint2*>(other_row[u] + j0 / 32);
-        other[u][0] = wo.x;
-        other[u][1] = wo.y;
-      }
-    }
-    // s = qw . k^T for this warp's 16 rows and the tile's 64 keys.
+    // latency; then s = qw . k^T for the warp's 16 rows and 64 keys.
+    const Words w = LoadWords(rows, j0);
     float s[kKeyBlocks][4];
-#pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-      const T* k0 = k_s + (n * 8 + g) * kLd + 2 * t;
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        Mma<T>(s[n], qa[kk], Load32(k0 + kk * 16), Load32(k0 + kk * 16 + 8));
-      }
-    }
+    ProductT<T, kDh>(s, qa, k_s, g, t);
 
-    // The position, segment and mask terms (log2 units), then the online
-    // softmax.
+    // The position, segment and mask terms, then the online softmax.
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int u = e / 2;
-        const int jj = n * 8 + 2 * t + (e & 1);  // key within the tile
-        const int bit = jj % 32;
-        float x = -INFINITY;
-        if (!((blocked[u][jj / 32] >> bit) & 1u)) {
-          // Relative positions past R are the SIMT kernel's zero rows.
-          const int c = j0 + jj + shift[u];
-          const float pos_term =
-              static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
-                  ? ToF(bd_tile[bd_at[u] + jj])
-                  : 0.f;
-          x = (s[n][e] + pos_term) * scale2 + same[u] +
-              ((other[u][jj / 32] >> bit) & 1u ? delta[u] : 0.f);
-        }
-        s[n][e] = x;
-        tile_max[u] = fmaxf(tile_max[u], x);
+        s[n][e] = ScoreLog2<T>(rows, w, u, n * 8 + 2 * t + (e & 1), j0, bd_tile,
+                               rlen, scale2, s[n][e]);
+        tile_max[u] = fmaxf(tile_max[u], s[n][e]);
       }
     }
     float alpha[2], m_safe[2];
@@ -379,27 +490,15 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     }
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
-      // Dropout decisions come in groups of 4 keys; 2t and 2t + 1 share one.
-      uint32_t keep[2] = {~0u, ~0u};
-      const int j = j0 + n * 8 + 2 * t;
-      if (threshold != 0 && j < klen) {
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          if (live[u]) {
-            keep[u] = AttentionKeepBits4(p.seed, p.offset, bh,
-                                         i0 + warp * 16 + g + 8 * u, j & ~3,
-                                         threshold) >>
-                      (j & 3);
-          }
-        }
-      }
+      uint32_t keep[2];
+      PairKeep(keep, p, rows, bh, j0 + n * 8 + 2 * t, klen, drop.threshold);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int u = e / 2;
         float pr = exp2f(s[n][e] - m_safe[u]);  // 0 at -inf
         l[u] += pr;  // the softmax's sum counts dropped keys too
-        if (threshold != 0) {
-          pr = (keep[u] >> (e & 1)) & 1u ? pr * keep_scale : 0.f;
+        if (drop.threshold != 0) {
+          pr = (keep[u] >> (e & 1)) & 1u ? pr * drop.keep_scale : 0.f;
         }
         s[n][e] = pr;
       }
@@ -411,22 +510,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
       o[n][2] *= alpha[1];
       o[n][3] *= alpha[1];
     }
-
-    // o += p . v: the scores of key blocks 2kk, 2kk + 1 are the A fragment.
-#pragma unroll
-    for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
-      const uint32_t pa[4] = {Pack<T>(s[2 * kk][0], s[2 * kk][1]),
-                              Pack<T>(s[2 * kk][2], s[2 * kk][3]),
-                              Pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              Pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const T* v0 = v_s + (kk * 16 + 2 * t) * kLd + g;
-#pragma unroll
-      for (int n = 0; n < kOutBlocks; ++n) {
-        const T* vn = v0 + n * 8;
-        Mma<T>(o[n], pa, Pack16(vn, vn + kLd),
-               Pack16(vn + 8 * kLd, vn + 9 * kLd));
-      }
-    }
+    ProductAcc<T, kDh>(o, s, v_s, g, t);  // o += p . v
     if (more) CopyAsyncWaitAll();
     __syncthreads();  // the next tile has arrived; this one is free
   }
@@ -436,9 +520,9 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   for (int u = 0; u < 2; ++u) {
     l[u] += __shfl_xor_sync(0xffffffffu, l[u], 1);
     l[u] += __shfl_xor_sync(0xffffffffu, l[u], 2);
-    if (!live[u]) continue;
+    if (!rows.live[u]) continue;
     const float inv = l[u] > 0.f ? 1.f / l[u] : 0.f;
-    const int64_t row = i0 + warp * 16 + g + 8 * u;
+    const int64_t row = rows.row[u];
     if (p.lse != nullptr && t == 0) {
       p.lse[bh * p.lq + row] = l[u] > 0.f ? m[u] + log2f(l[u]) : INFINITY;
     }
@@ -505,10 +589,7 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   const T* dout = static_cast<const T*>(p.dout) + bh * p.lq * kDh;
   const T* bd = static_cast<const T*>(p.bd);
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
-  const uint32_t threshold =
-      p.dropout > 0 ? AttentionKeepThreshold(p.dropout) : 0;
-  const float keep_scale =
-      p.dropout > 0 ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 1.f;
+  const Dropout drop = MakeDropout(p);
   const float scale2 = p.scale * kLog2e;
 
   // This warp's 16 keys and values as A fragments (through q_s and do_s).
@@ -518,27 +599,11 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   CopyAsyncWaitAll();
   __syncthreads();
   uint32_t ka[kKSteps][4], va[kKSteps][4];
-  {
-    const int r0 = (warp * 16 + g) * kLd + 2 * t;
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const T* src = x == 0 ? q_s : do_s;
-        uint32_t* a = x == 0 ? ka[kk] : va[kk];
-        a[0] = Load32(src + r0 + kk * 16);
-        a[1] = Load32(src + r0 + 8 * kLd + kk * 16);
-        a[2] = Load32(src + r0 + kk * 16 + 8);
-        a[3] = Load32(src + r0 + 8 * kLd + kk * 16 + 8);
-      }
-    }
-  }
+  LoadA<T, kDh>(ka, q_s, warp * 16, g, t);
+  LoadA<T, kDh>(va, do_s, warp * 16, g, t);
   float dk[kOutBlocks][4], dv[kOutBlocks][4];
-#pragma unroll
-  for (int n = 0; n < kOutBlocks; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
-  }
+  Zero<kOutBlocks>(dk);
+  Zero<kOutBlocks>(dv);
 
   for (int64_t i0 = 0; i0 < p.lq; i0 += kBlockRows) {
     __syncthreads();  // the previous query tile is no longer read
@@ -567,7 +632,9 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
       oth_s[2 * r] = wo.x;
       oth_s[2 * r + 1] = wo.y;
     }
-    if (threshold != 0) DropoutWords(p, bh, i0, j0, threshold, drp_s);
+    if (drop.threshold != 0) {
+      DropoutWords(p, bh, i0, j0, drop.threshold, drp_s);
+    }
     __syncthreads();
     LoadTileAsync<T, kDh>(q_s, qw, i0, kBlockRows, p.lq);
     LoadTileAsync<T, kDh>(do_s, dout, i0, kBlockRows, p.lq);
@@ -578,19 +645,8 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
 
     // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x 64 rows.
     float st[kRowBlocks][4], dpt[kRowBlocks][4];
-#pragma unroll
-    for (int n = 0; n < kRowBlocks; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-      const int r0 = (n * 8 + g) * kLd + 2 * t;
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        Mma<T>(st[n], ka[kk], Load32(q_s + r0 + kk * 16),
-               Load32(q_s + r0 + kk * 16 + 8));
-        Mma<T>(dpt[n], va[kk], Load32(do_s + r0 + kk * 16),
-               Load32(do_s + r0 + kk * 16 + 8));
-      }
-    }
+    ProductT<T, kDh>(st, ka, q_s, g, t);
+    ProductT<T, kDh>(dpt, va, do_s, g, t);
     // Element (key jj, row r): P from the forward's lse, then dS.
 #pragma unroll
     for (int n = 0; n < kRowBlocks; ++n) {
@@ -610,35 +666,17 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
                           ((oth_s[word] >> bit) & 1u ? delta_s[r] : 0.f);
           pr = exp2f(x - lse_s[r]);
         }
-        const float drop = threshold == 0
-                               ? 1.f
-                               : ((drp_s[word] >> bit) & 1u ? keep_scale : 0.f);
-        st[n][e] = pr * drop;                           // dropped P
-        dpt[n][e] = pr * (dpt[n][e] * drop - dd_s[r]);  // dS / scale
+        const float z =
+            drop.threshold == 0
+                ? 1.f
+                : ((drp_s[word] >> bit) & 1u ? drop.keep_scale : 0.f);
+        st[n][e] = pr * z;                           // dropped P
+        dpt[n][e] = pr * (dpt[n][e] * z - dd_s[r]);  // dS / scale
       }
     }
     // dv += P^T dout, dk += dS^T qw: the k-steps run over the 64 rows.
-#pragma unroll
-    for (int kk = 0; kk < kBlockRows / 16; ++kk) {
-      const uint32_t pa[4] = {Pack<T>(st[2 * kk][0], st[2 * kk][1]),
-                              Pack<T>(st[2 * kk][2], st[2 * kk][3]),
-                              Pack<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                              Pack<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-      const uint32_t sa[4] = {Pack<T>(dpt[2 * kk][0], dpt[2 * kk][1]),
-                              Pack<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
-                              Pack<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
-                              Pack<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
-      const int r0 = (kk * 16 + 2 * t) * kLd + g;
-#pragma unroll
-      for (int n = 0; n < kOutBlocks; ++n) {
-        const T* d0 = do_s + r0 + n * 8;
-        Mma<T>(dv[n], pa, Pack16(d0, d0 + kLd),
-               Pack16(d0 + 8 * kLd, d0 + 9 * kLd));
-        const T* q0 = q_s + r0 + n * 8;
-        Mma<T>(dk[n], sa, Pack16(q0, q0 + kLd),
-               Pack16(q0 + 8 * kLd, q0 + 9 * kLd));
-      }
-    }
+    ProductAcc<T, kDh>(dv, st, do_s, g, t);
+    ProductAcc<T, kDh>(dk, dpt, q_s, g, t);
   }
 
   T* dk_out = static_cast<T*>(p.dk) + bh * p.klen * kDh;
@@ -665,7 +703,6 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   constexpr int kLd = kDh + kPad;
-  constexpr int kKSteps = kDh / 16;
   constexpr int kKeyBlocks = kBlockKeys / 8;
   constexpr int kOutBlocks = kDh / 8;
   constexpr int kTile = kBlockKeys * kLd;
@@ -675,89 +712,47 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   T* kv_s = q_s + kBlockRows * kLd;                   // [2][keys, values]
   T* bd_s = kv_s + 4 * kTile;                         // [2][kBlockRows][kBdLd]
 
-  const int64_t bh = blockIdx.y, b = bh / p.h;
+  const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
-  const int kw = static_cast<int>(BitWords(p.klen));
-  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
-  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
-  const T* bd = static_cast<const T*>(p.bd);
-  const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
 
-  if (threadIdx.x < kBlockRows) {
-    int64_t unused;
-    win_s[threadIdx.x] = WindowStart(p, bh, i0 + threadIdx.x, &unused);
-  }
+  InitWindows(win_s, p, bh, i0);
   __syncthreads();
-  // Queries first (their fragments are taken before the buffers are
+  // Queries first (their fragments are taken before the buffer is
   // reused), then the output gradient into the same place.
   LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
                         kBlockRows, p.lq);
   CopyAsyncCommit();
   CopyAsyncWaitAll();
   __syncthreads();
-  uint32_t qa[kKSteps][4], da[kKSteps][4];
-  const int r0 = (warp * 16 + g) * kLd + 2 * t;
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) {
-    qa[kk][0] = Load32(q_s + r0 + kk * 16);
-    qa[kk][1] = Load32(q_s + r0 + 8 * kLd + kk * 16);
-    qa[kk][2] = Load32(q_s + r0 + kk * 16 + 8);
-    qa[kk][3] = Load32(q_s + r0 + 8 * kLd + kk * 16 + 8);
-  }
+  uint32_t qa[kDh / 16][4], da[kDh / 16][4];
+  LoadA<T, kDh>(qa, q_s, warp * 16, g, t);
   __syncthreads();
   LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.dout) + bh * p.lq * kDh,
                         i0, kBlockRows, p.lq);
-  LoadTileAsync<T, kDh>(kv_s, k, 0, kBlockKeys, p.klen);
-  LoadTileAsync<T, kDh>(kv_s + kTile, v, 0, kBlockKeys, p.klen);
-  LoadBdAsync(bd_s, bd, win_s, 0, bd_numel);
+  LoadKeyTileAsync<T, kDh>(kv_s, bd_s, p, bh, win_s, 0);
   CopyAsyncCommit();
 
-  int bd_at[2], shift[2];
-  const uint32_t* blocked_row[2];
-  const uint32_t* other_row[2];
+  const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
   T* dbd_row[2];
-  bool live[2];
-  float same[2], delta[2], lse[2], dd[2], seg_sum[2][2];
+  float lse[2], dd[2], seg_sum[2][2];
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
-    const int64_t row = i0 + warp * 16 + g + 8 * u;
-    live[u] = row < p.lq;
-    const int64_t r = live[u] ? row : p.lq - 1;
-    const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
-    shift[u] = static_cast<int>(p.qlen - pos);
-    int64_t offset;
-    WindowStart(p, bh, row, &offset);
-    bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd + static_cast<int>(offset);
-    blocked_row[u] = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
-    other_row[u] = p.other ? p.other + (b * p.lq + r) * kw : nullptr;
+    const int64_t r = rows.live[u] ? rows.row[u] : p.lq - 1;
     dbd_row[u] = static_cast<T*>(p.dbd) + (bh * p.lq + r) * p.rlen;
-    SegTerms<T>(p, bh, r, &same[u], &delta[u]);
     lse[u] = p.lse_in[bh * p.lq + r];
     dd[u] = p.dd[bh * p.lq + r];
     seg_sum[u][0] = seg_sum[u][1] = 0.f;
   }
   const float scale2 = p.scale * kLog2e;
-  const uint32_t threshold =
-      p.dropout > 0 ? AttentionKeepThreshold(p.dropout) : 0;
-  const float keep_scale =
-      p.dropout > 0 ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 1.f;
+  const Dropout drop = MakeDropout(p);
   float dq[kOutBlocks][4];
-#pragma unroll
-  for (int n = 0; n < kOutBlocks; ++n) {
-    dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
-  }
+  Zero<kOutBlocks>(dq);
   CopyAsyncWaitAll();
   __syncthreads();
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) {
-    da[kk][0] = Load32(q_s + r0 + kk * 16);
-    da[kk][1] = Load32(q_s + r0 + 8 * kLd + kk * 16);
-    da[kk][2] = Load32(q_s + r0 + kk * 16 + 8);
-    da[kk][3] = Load32(q_s + r0 + 8 * kLd + kk * 16 + 8);
-  }
+  LoadA<T, kDh>(da, q_s, warp * 16, g, t);
 
   for (int j0 = 0, it = 0; j0 < klen; j0 += kBlockKeys, ++it) {
     const int buf = it & 1;
@@ -766,102 +761,47 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     const T* bd_tile = bd_s + buf * kBlockRows * kBdLd;
     const bool more = j0 + kBlockKeys < klen;
     if (more) {
-      T* next = kv_s + (1 - buf) * 2 * kTile;
-      LoadTileAsync<T, kDh>(next, k, j0 + kBlockKeys, kBlockKeys, p.klen);
-      LoadTileAsync<T, kDh>(next + kTile, v, j0 + kBlockKeys, kBlockKeys,
-                            p.klen);
-      LoadBdAsync(bd_s + (1 - buf) * kBlockRows * kBdLd, bd, win_s,
-                  j0 + kBlockKeys, bd_numel);
+      LoadKeyTileAsync<T, kDh>(kv_s + (1 - buf) * 2 * kTile,
+                               bd_s + (1 - buf) * kBlockRows * kBdLd, p, bh,
+                               win_s, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-    uint32_t blocked[2][2], other[2][2];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const uint2 wb =
-          *reinterpret_cast<const uint2*>(blocked_row[u] + j0 / 32);
-      blocked[u][0] = live[u] ? wb.x : ~0u;
-      blocked[u][1] = live[u] ? wb.y : ~0u;
-      other[u][0] = other[u][1] = 0;
-      if (other_row[u] != nullptr) {
-        const uint2 wo =
-            *reinterpret_cast<const uint2*>(other_row[u] + j0 / 32);
-        other[u][0] = wo.x;
-        other[u][1] = wo.y;
-      }
-    }
+    const Words w = LoadWords(rows, j0);
     // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
+    ProductT<T, kDh>(s, qa, k_s, g, t);
+    ProductT<T, kDh>(dp, da, v_s, g, t);
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
-      const int c0 = (n * 8 + g) * kLd + 2 * t;
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        Mma<T>(s[n], qa[kk], Load32(k_s + c0 + kk * 16),
-               Load32(k_s + c0 + kk * 16 + 8));
-        Mma<T>(dp[n], da[kk], Load32(v_s + c0 + kk * 16),
-               Load32(v_s + c0 + kk * 16 + 8));
-      }
-    }
-#pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n) {
-      uint32_t keep[2] = {~0u, ~0u};
-      const int j = j0 + n * 8 + 2 * t;
-      if (threshold != 0 && j < klen) {
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          if (live[u]) {
-            keep[u] = AttentionKeepBits4(p.seed, p.offset, bh,
-                                         i0 + warp * 16 + g + 8 * u, j & ~3,
-                                         threshold) >>
-                      (j & 3);
-          }
-        }
-      }
+      uint32_t keep[2];
+      PairKeep(keep, p, rows, bh, j0 + n * 8 + 2 * t, klen, drop.threshold);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int u = e / 2;
         const int jj = n * 8 + 2 * t + (e & 1);
-        const int bit = jj % 32;
         float ds = 0.f;
-        if (!((blocked[u][jj / 32] >> bit) & 1u)) {
-          const int c = j0 + jj + shift[u];
-          const bool in_range =
-              static_cast<unsigned>(c) < static_cast<unsigned>(rlen);
-          const bool oth = (other[u][jj / 32] >> bit) & 1u;
+        if (!Bit(w.blocked[u], jj)) {
           const float x =
-              (s[n][e] + (in_range ? ToF(bd_tile[bd_at[u] + jj]) : 0.f)) *
-                  scale2 +
-              same[u] + (oth ? delta[u] : 0.f);
+              ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
           const float pr = exp2f(x - lse[u]);
-          const float drop =
-              threshold == 0 ? 1.f
-                             : ((keep[u] >> (e & 1)) & 1u ? keep_scale : 0.f);
-          ds = pr * (dp[n][e] * drop - dd[u]);  // dS / scale
-          if (in_range) dbd_row[u][c] = FromF<T>(ds * p.scale);
+          const float z =
+              drop.threshold == 0
+                  ? 1.f
+                  : ((keep[u] >> (e & 1)) & 1u ? drop.keep_scale : 0.f);
+          ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
+          const int c = j0 + jj + rows.shift[u];
+          if (static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
+            dbd_row[u][c] = FromF<T>(ds * p.scale);
+          }
           // Both sums take an add (a select, not an index: registers).
-          seg_sum[u][0] += oth ? 0.f : ds;
-          seg_sum[u][1] += oth ? ds : 0.f;
+          const bool other = Bit(w.other[u], jj);
+          seg_sum[u][0] += other ? 0.f : ds;
+          seg_sum[u][1] += other ? ds : 0.f;
         }
         s[n][e] = ds;
       }
     }
-    // dqw += dS k: the k-steps run over the tile's 64 keys.
-#pragma unroll
-    for (int kk = 0; kk < kBlockKeys / 16; ++kk) {
-      const uint32_t sa[4] = {Pack<T>(s[2 * kk][0], s[2 * kk][1]),
-                              Pack<T>(s[2 * kk][2], s[2 * kk][3]),
-                              Pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              Pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const T* k0 = k_s + (kk * 16 + 2 * t) * kLd + g;
-#pragma unroll
-      for (int n = 0; n < kOutBlocks; ++n) {
-        const T* kn = k0 + n * 8;
-        Mma<T>(dq[n], sa, Pack16(kn, kn + kLd),
-               Pack16(kn + 8 * kLd, kn + 9 * kLd));
-      }
-    }
+    ProductAcc<T, kDh>(dq, s, k_s, g, t);  // dqw += dS k
     if (more) CopyAsyncWaitAll();
     __syncthreads();
   }
@@ -869,12 +809,13 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   T* dqw = static_cast<T*>(p.dqw) + bh * p.lq * kDh;
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
+#pragma unroll
     for (int x = 0; x < 2; ++x) {
       seg_sum[u][x] += __shfl_xor_sync(0xffffffffu, seg_sum[u][x], 1);
       seg_sum[u][x] += __shfl_xor_sync(0xffffffffu, seg_sum[u][x], 2);
     }
-    if (!live[u]) continue;
-    const int64_t row = i0 + warp * 16 + g + 8 * u;
+    if (!rows.live[u]) continue;
+    const int64_t row = rows.row[u];
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
       *reinterpret_cast<uint32_t*>(dqw + row * kDh + n * 8 + 2 * t) =

@@ -468,6 +468,27 @@ AttentionBias BiasOn(const AttentionBias& bias, torch::Device device) {
   return out;
 }
 
+// FusedRelativeAttention(x..., in's masks, scale 0.125, d) on `device` in
+// `dtype`: the output, then the gradients of sum(out * w) w.r.t. the six
+// inputs x, as fp32 CPU tensors.
+std::vector<torch::Tensor> FusedOutputAndGrads(
+    const std::vector<torch::Tensor>& x, const CoreInputs& in,
+    const torch::Tensor& w, const AttentionDropout& d, torch::Device device,
+    torch::ScalarType dtype) {
+  std::vector<torch::Tensor> xs;
+  for (const auto& t : x) {
+    xs.push_back(t.to(device, dtype).detach().requires_grad_());
+  }
+  const AttentionBias bias = BiasOn(in.bias, device);
+  auto out = FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4], xs[5],
+                                    bias, in.qlen, 0.125, d);
+  auto grads =
+      torch::autograd::grad({(out.to(torch::kFloat) * w.to(device)).sum()}, xs);
+  std::vector<torch::Tensor> r = {out.to(torch::kCPU, torch::kFloat)};
+  for (auto& g : grads) r.push_back(g.to(torch::kCPU, torch::kFloat));
+  return r;
+}
+
 // The CUDA kernel against the CPU path, same seeds (so the same dropout
 // masks): skipped unless this build has the kernel (-DXLNET_CUDA_ATTENTION)
 // and a GPU is present.
@@ -489,18 +510,7 @@ TEST(CudaAttentionTest, MatchesTheCpuPath) {
       std::vector<torch::Tensor> x = {in.x[0], in.x[0] * 0.5, in.x[1],
                                       in.x[2], in.x[3],       seg};
       auto run = [&](torch::Device device, torch::ScalarType dtype) {
-        std::vector<torch::Tensor> xs;
-        for (const auto& t : x) {
-          xs.push_back(t.to(device, dtype).detach().requires_grad_());
-        }
-        const AttentionBias bias = BiasOn(in.bias, device);
-        auto out = FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4],
-                                          xs[5], bias, in.qlen, 0.125, d);
-        auto grads = torch::autograd::grad(
-            {(out.to(torch::kFloat) * w.to(device)).sum()}, xs);
-        std::vector<torch::Tensor> r = {out.to(torch::kCPU, torch::kFloat)};
-        for (auto& g : grads) r.push_back(g.to(torch::kCPU, torch::kFloat));
-        return r;
+        return FusedOutputAndGrads(x, in, w, d, device, dtype);
       };
       const auto cpu = run(torch::kCPU, torch::kFloat);
       const auto gpu = run(torch::kCUDA, torch::kFloat);
@@ -541,18 +551,7 @@ TEST(CudaAttentionTest, TensorCoreKernelsMatchTheCpuPath) {
                                             in.x[2], in.x[3],       seg};
       // Output, then the gradients of sum(out * w) w.r.t. the six inputs.
       auto run = [&](torch::Device device, torch::ScalarType dtype) {
-        std::vector<torch::Tensor> xs;
-        for (const auto& t : x) {
-          xs.push_back(t.to(device, dtype).detach().requires_grad_());
-        }
-        const AttentionBias bias = BiasOn(in.bias, device);
-        auto out = FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4],
-                                          xs[5], bias, in.qlen, 0.125, d);
-        auto grads = torch::autograd::grad(
-            {(out.to(torch::kFloat) * w.to(device)).sum()}, xs);
-        std::vector<torch::Tensor> r = {out.to(torch::kCPU, torch::kFloat)};
-        for (auto& g : grads) r.push_back(g.to(torch::kCPU, torch::kFloat));
-        return r;
+        return FusedOutputAndGrads(x, in, w, d, device, dtype);
       };
       const auto cpu = run(torch::kCPU, torch::kFloat);
       for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
