@@ -123,19 +123,23 @@ void CheckSharedMemory(const ca::Params& p, torch::Device device) {
 }
 
 // What a forward keeps for its backward: the state, the contiguous inputs
-// (qw, qr, k, v, k_r[, seg]), the output and the per-row log-sum-exp.
+// (qw, qr, k, v, k_r[, seg]), the output, the per-row log-sum-exp and,
+// from the tensor-core kernels with dropout, the keep bits (else
+// undefined).
 struct Saved {
   c10::intrusive_ptr<CudaState> st;
   std::vector<torch::Tensor> in;
-  torch::Tensor out, lse;
+  torch::Tensor out, lse, keep;
 };
 
 void SaveForBackward(torch::autograd::AutogradContext* ctx,
                      const c10::intrusive_ptr<CudaState>& st,
                      std::vector<torch::Tensor> in, const torch::Tensor& out,
-                     const torch::Tensor& lse) {
+                     const torch::Tensor& lse,
+                     const torch::Tensor& keep = torch::Tensor()) {
   in.push_back(out);
   in.push_back(lse);
+  in.push_back(keep);
   ctx->save_for_backward(in);
   ctx->saved_data["state"] = c10::IValue::make_capsule(st);
 }
@@ -149,6 +153,7 @@ Saved LoadSaved(torch::autograd::AutogradContext* ctx) {
   saved.in.assign(all.begin(), all.begin() + n_in);
   saved.out = all[n_in];
   saved.lse = all[n_in + 1];
+  saved.keep = all[n_in + 2];
   return saved;
 }
 
@@ -312,8 +317,15 @@ struct TcAttentionFunction
                             in[0].options().dtype(torch::kFloat));
     call.p.out = out.data_ptr();
     call.p.lse = lse.data_ptr<float>();
+    torch::Tensor keep;  // [B, H, Lq, kw] dropout bits for the backward
+    if (call.p.dropout > 0) {
+      keep = torch::empty(
+          {call.p.b, call.p.h, call.p.lq, tc::BitWords(call.p.klen)},
+          in[0].options().dtype(torch::kInt));
+      call.p.keep = reinterpret_cast<uint32_t*>(keep.data_ptr<int32_t>());
+    }
     C10_CUDA_CHECK(tc::Forward(call.p, stream));
-    SaveForBackward(ctx, st, std::move(in), out, lse);
+    SaveForBackward(ctx, st, std::move(in), out, lse, keep);
     return {out};
   }
 
@@ -344,6 +356,9 @@ struct TcAttentionFunction
     if (st->has_seg) dseg = torch::empty_like(in[5]);
     p.dout = dout.data_ptr();
     p.lse_in = lse.data_ptr<float>();
+    if (saved.keep.defined()) {
+      p.keep = reinterpret_cast<uint32_t*>(saved.keep.data_ptr<int32_t>());
+    }
     p.dd = dd.data_ptr<float>();
     p.dqw = dqw.data_ptr();
     p.dk = dk.data_ptr();

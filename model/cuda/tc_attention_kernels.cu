@@ -5,10 +5,12 @@
 // softmax kept in registers, in log2 units (exp2). Backward, without
 // atomics: DkDvKernel per (64 keys, batch x head) over all query tiles,
 // DqKernel per (64 query rows, batch x head) over all key tiles, both
-// recomputing the probabilities from the forward's log-sum-exp. Masks and
-// segment flags arrive as bits (PackBits: two 32-bit words a row and tile,
-// not a byte a score), the position term through shared-memory windows of
-// bd at each row's shift.
+// recomputing the probabilities from the forward's log-sum-exp and reading
+// its dropout decisions as bits (each Philox block is drawn once, in the
+// forward). Masks and segment flags arrive as bits (PackBits: two 32-bit
+// words a row and tile, not a byte a score), the position term through
+// shared-memory windows of bd at each row's shift. B fragments of shared
+// tiles come through ldmatrix.
 //
 // Matrix units through inline PTX mma.sync.m16n8k16 (fp16/bf16 in, fp32
 // accumulate) rather than CuTe: each kernel needs two products with fixed
@@ -30,6 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -100,13 +103,6 @@ __device__ __forceinline__ uint32_t Load32(const void* p) {
   return *static_cast<const uint32_t*>(p);
 }
 
-// Two 16-bit values from two addresses as one register (first = low half).
-__device__ __forceinline__ uint32_t Pack16(const void* lo, const void* hi) {
-  const uint32_t a = *static_cast<const uint16_t*>(lo);
-  const uint32_t b = *static_cast<const uint16_t*>(hi);
-  return a | (b << 16);
-}
-
 // 16 bytes global -> shared without passing through registers (sm_80+):
 // the first `bytes` (0 to 16) are read, the rest zero-filled.
 __device__ __forceinline__ void CopyAsync16(void* dst, const void* src,
@@ -122,6 +118,35 @@ __device__ __forceinline__ void CopyAsyncCommit() {
 
 __device__ __forceinline__ void CopyAsyncWaitAll() {
   asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// Four 8 x 8 matrices of 16-bit values from shared memory (sm_75+): lane l
+// gives the address of row l % 8 of matrix l / 8 (16 bytes, aligned) and
+// receives r[m] = matrix m's row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1
+// (with kTrans: column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1), the
+// layout of a B fragment's register. One instruction for what would take
+// eight 16-bit shared loads and four packs. (Not for ProductT's B
+// fragments, which are 32-bit loads already: there it costs the backward
+// spills.)
+template <bool kTrans>
+__device__ __forceinline__ void LoadMatrices(uint32_t r[4], unsigned row) {
+  if constexpr (kTrans) {
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
+        "[%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(row));
+  } else {
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(row));
+  }
+}
+
+// The shared-state-space address of p (32 bits, as ldmatrix takes it).
+__device__ __forceinline__ unsigned SharedAddress(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
 // Starts copying rows [row0, row0 + rows) of a [*, kDh] tensor (zeros at
@@ -140,6 +165,16 @@ __device__ void LoadTileAsync(T* dst, const T* src, int64_t row0, int rows,
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x by the special-function unit alone (ex2.approx.ftz: relative error
+// about 2^-22, results below 2^-126 flushed to zero, 2^-inf = 0). exp2f
+// adds a range test and two multiplies around the same instruction for
+// denormal results, which no probability here needs.
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // The position products arrive through shared memory too: row r of a
 // block needs, for key tile j0, the 64 values of bd from element
@@ -186,16 +221,16 @@ __device__ __forceinline__ int64_t WindowStart(const Params& p, int64_t bh,
   return start - *offset;
 }
 
-// Row r's segment term in log2 units: `same` for keys of its segment,
-// `same + delta` for the others (zeros without seg).
+// Row r's segment terms in log2 units: `same` for keys of its segment,
+// `other` for the others (zeros without seg).
 template <typename T>
 __device__ __forceinline__ void SegTerms(const Params& p, int64_t bh, int64_t r,
-                                         float* same, float* delta) {
-  *same = *delta = 0.f;
+                                         float* same, float* other) {
+  *same = *other = 0.f;
   if (p.seg == nullptr) return;
   const T* seg = static_cast<const T*>(p.seg) + (bh * p.lq + r) * 2;
   *same = ToF(seg[0]) * p.scale * kLog2e;
-  *delta = ToF(seg[1]) * p.scale * kLog2e - *same;
+  *other = ToF(seg[1]) * p.scale * kLog2e;
 }
 
 // Each row's bd window start for the block's rows i0 .. i0 + 63 (the first
@@ -242,7 +277,8 @@ __device__ __forceinline__ void LoadA(uint32_t a[kDh / 16][4], const T* src,
 template <typename T, int kDh>
 __device__ __forceinline__ void ProductT(float c[8][4],
                                          const uint32_t a[kDh / 16][4],
-                                         const T* b_s, int g, int t) {
+                                         const T* b_s, int lane) {
+  const int g = lane / 4, t = lane % 4;
   constexpr int kLd = kDh + kPad;
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
@@ -257,24 +293,27 @@ __device__ __forceinline__ void ProductT(float c[8][4],
 
 // acc += x . b: x the 16 x 64 C fragments of ProductT (blocks 2kk, 2kk + 1,
 // packed to 16 bits, are the A fragment of k-step kk), b 64 rows x kDh in
-// shared memory.
+// shared memory. b's B fragments by transposing ldmatrix: matrices (rows
+// 16kk.., 16kk + 8.., columns 8n.., then 8n + 8..) are n-blocks n, n + 1.
 template <typename T, int kDh>
 __device__ __forceinline__ void ProductAcc(float acc[kDh / 8][4],
                                            const float x[8][4], const T* b_s,
-                                           int g, int t) {
+                                           int lane) {
   constexpr int kLd = kDh + kPad;
+  static_assert(kDh % 16 == 0, "n-blocks in pairs");
+  const unsigned row = SharedAddress(b_s + (lane % 16) * kLd + (lane / 16) * 8);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint32_t xa[4] = {Pack<T>(x[2 * kk][0], x[2 * kk][1]),
                             Pack<T>(x[2 * kk][2], x[2 * kk][3]),
                             Pack<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]),
                             Pack<T>(x[2 * kk + 1][2], x[2 * kk + 1][3])};
-    const T* b0 = b_s + (kk * 16 + 2 * t) * kLd + g;
 #pragma unroll
-    for (int n = 0; n < kDh / 8; ++n) {
-      const T* bn = b0 + n * 8;
-      Mma<T>(acc[n], xa, Pack16(bn, bn + kLd),
-             Pack16(bn + 8 * kLd, bn + 9 * kLd));
+    for (int n = 0; n < kDh / 8; n += 2) {
+      uint32_t b[4];
+      LoadMatrices<true>(b, row + (kk * 16 * kLd + n * 8) * sizeof(T));
+      Mma<T>(acc[n], xa, b[0], b[1]);
+      Mma<T>(acc[n + 1], xa, b[2], b[3]);
     }
   }
 }
@@ -303,14 +342,15 @@ __device__ __forceinline__ Dropout MakeDropout(const Params& p) {
 // The two query rows a thread holds in ForwardKernel and DqKernel: u = 0
 // is row g of its warp's 16, u = 1 row g + 8. Rows past Lq read row Lq - 1
 // and are blocked everywhere.
+// 32-bit indices, not 64-bit pointers (ValidShapes bounds them): registers.
 struct Rows {
-  int64_t row[2];
+  int row[2];
   bool live[2];
-  int shift[2];  // bd column of key j: j + shift
-  int bd_at[2];  // offset of the row's window in a bd tile
-  const uint32_t* blocked[2];
-  const uint32_t* other[2];  // null without seg
-  float same[2], delta[2];   // SegTerms
+  int shift[2];            // bd column of key j: j + shift
+  int bd_at[2];            // offset of the row's window in a bd tile
+  int words_at[2];         // the row's first word in blocked
+  int other_at[2];         // and in other (with seg)
+  float same[2], diff[2];  // SegTerms' same and other
 };
 
 template <typename T>
@@ -321,7 +361,7 @@ __device__ Rows MakeRows(const Params& p, int64_t bh, int64_t i0, int warp,
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int local = warp * 16 + g + 8 * u;
-    rows.row[u] = i0 + local;
+    rows.row[u] = static_cast<int>(i0) + local;
     rows.live[u] = rows.row[u] < p.lq;
     const int64_t r = rows.live[u] ? rows.row[u] : p.lq - 1;
     const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
@@ -329,9 +369,10 @@ __device__ Rows MakeRows(const Params& p, int64_t bh, int64_t i0, int warp,
     int64_t offset;
     WindowStart(p, bh, rows.row[u], &offset);
     rows.bd_at[u] = local * kBdLd + static_cast<int>(offset);
-    rows.blocked[u] = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
-    rows.other[u] = p.other ? p.other + (b * p.lq + r) * kw : nullptr;
-    SegTerms<T>(p, bh, r, &rows.same[u], &rows.delta[u]);
+    rows.words_at[u] =
+        static_cast<int>(((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw);
+    rows.other_at[u] = static_cast<int>((b * p.lq + r) * kw);
+    SegTerms<T>(p, bh, r, &rows.same[u], &rows.diff[u]);
   }
   return rows;
 }
@@ -341,16 +382,19 @@ struct Words {
   uint32_t blocked[2][2], other[2][2];
 };
 
-__device__ __forceinline__ Words LoadWords(const Rows& rows, int j0) {
+__device__ __forceinline__ Words LoadWords(const Params& p, const Rows& rows,
+                                           int j0) {
   Words w;
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
-    const uint2 wb = *reinterpret_cast<const uint2*>(rows.blocked[u] + j0 / 32);
+    const uint2 wb =
+        *reinterpret_cast<const uint2*>(p.blocked + rows.words_at[u] + j0 / 32);
     w.blocked[u][0] = rows.live[u] ? wb.x : ~0u;
     w.blocked[u][1] = rows.live[u] ? wb.y : ~0u;
     w.other[u][0] = w.other[u][1] = 0;
-    if (rows.other[u] != nullptr) {
-      const uint2 wo = *reinterpret_cast<const uint2*>(rows.other[u] + j0 / 32);
+    if (p.other != nullptr) {
+      const uint2 wo =
+          *reinterpret_cast<const uint2*>(p.other + rows.other_at[u] + j0 / 32);
       w.other[u][0] = wo.x;
       w.other[u][1] = wo.y;
     }
@@ -364,36 +408,63 @@ __device__ __forceinline__ bool Bit(const uint32_t words[2], int jj) {
 
 // Row u's score of key jj of tile j0 in log2 units, (product + bd) scale
 // + segment term, or -inf when blocked. Relative positions past R are the
-// SIMT kernel's zero rows.
+// SIMT kernel's zero rows. Selects, no branch: every lane runs the same
+// instructions.
 template <typename T>
 __device__ __forceinline__ float ScoreLog2(const Rows& rows, const Words& w,
                                            int u, int jj, int j0,
                                            const T* bd_tile, int rlen,
                                            float scale2, float product) {
-  if (Bit(w.blocked[u], jj)) return -INFINITY;
   const int c = j0 + jj + rows.shift[u];
   const float pos_term = static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
                              ? ToF(bd_tile[rows.bd_at[u] + jj])
                              : 0.f;
-  return (product + pos_term) * scale2 + rows.same[u] +
-         (Bit(w.other[u], jj) ? rows.delta[u] : 0.f);
+  const float x = fmaf(product + pos_term, scale2,
+                       Bit(w.other[u], jj) ? rows.diff[u] : rows.same[u]);
+  return Bit(w.blocked[u], jj) ? -INFINITY : x;
 }
 
-// Keep bits of keys j, j + 1 (j even) for the two rows: bit 0 = key j,
-// bit 1 = key j + 1 (one Philox block of 4 keys serves both).
-__device__ __forceinline__ void PairKeep(uint32_t keep[2], const Params& p,
-                                         const Rows& rows, int64_t bh, int j,
-                                         int klen, uint32_t threshold) {
-  keep[0] = keep[1] = ~0u;
-  if (threshold == 0 || j >= klen) return;
+// Keep bits of keys j, j + 1 (j = j0 + 8n + 2t) for the thread's two rows:
+// bit 0 = key j, bit 1 = key j + 1. The 4 lanes of a group need 4 Philox
+// blocks (2 rows x keys j0 + 8n .. + 3 and + 4 .. + 7); each lane draws one
+// and the group shares them, so no block is drawn twice. All lanes call.
+// Returns the lane's own draw: 4 keep bits of row t & 1, keys
+// j0 + 8n + 4 (t >> 1) ...
+__device__ __forceinline__ uint32_t PairKeep(uint32_t keep[2], const Params& p,
+                                             const Rows& rows, int64_t bh,
+                                             int j0, int n, int lane, int klen,
+                                             uint32_t threshold) {
+  const int t = lane % 4;
+  const int block = j0 + n * 8 + 4 * (t >> 1);
+  // Selects, not rows.live[t & 1]: a runtime index would put Rows in local
+  // memory.
+  const bool live = t & 1 ? rows.live[1] : rows.live[0];
+  const int row = t & 1 ? rows.row[1] : rows.row[0];
+  const uint32_t mine =
+      live && block < klen
+          ? AttentionKeepBits4(p.seed, p.offset, bh, row, block, threshold)
+          : 0xFu;
+  const int shift = 2 * (t & 1);  // key j's place in its block of 4
+  keep[0] = __shfl_sync(0xffffffffu, mine, lane & ~1) >> shift;
+  keep[1] = __shfl_sync(0xffffffffu, mine, lane | 1) >> shift;
+  return mine;
+}
+
+// The keep words of row t & 1 and a 64-key tile from the group's draws:
+// `mine` holds PairKeep's draws of n-blocks 0 .. 7 (nibble n: keys 8n +
+// 4 (t >> 1) ..), so lanes t and t ^ 2 hold the two halves of each byte.
+// All lanes call.
+__device__ __forceinline__ uint2 KeepWords(uint32_t mine, int t) {
+  uint32_t w[2];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    if (rows.live[u]) {
-      keep[u] = AttentionKeepBits4(p.seed, p.offset, bh, rows.row[u], j & ~3,
-                                   threshold) >>
-                (j & 3);
-    }
+  for (int x = 0; x < 2; ++x) {
+    uint32_t v = (mine >> (16 * x)) & 0xFFFFu;  // n-blocks 4x .. 4x + 3
+    v = ((v & 0xFF00u) << 8) | (v & 0xFFu);
+    v = ((v & 0x00F000F0u) << 4) | (v & 0x000F000Fu);  // nibble n at 8n
+    v <<= 4 * (t >> 1);
+    w[x] = v | __shfl_xor_sync(0xffffffffu, v, 2);
   }
+  return make_uint2(w[0], w[1]);
 }
 
 template <typename T, int kDh>
@@ -422,6 +493,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
+  const int64_t kw = BitWords(p.klen);
 
   InitWindows(win_s, p, bh, i0);
   __syncthreads();
@@ -458,9 +530,9 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     }
     // This tile's mask words, read first so that the product hides their
     // latency; then s = qw . k^T for the warp's 16 rows and 64 keys.
-    const Words w = LoadWords(rows, j0);
+    const Words w = LoadWords(p, rows, j0);
     float s[kKeyBlocks][4];
-    ProductT<T, kDh>(s, qa, k_s, g, t);
+    ProductT<T, kDh>(s, qa, k_s, lane);
 
     // The position, segment and mask terms, then the online softmax.
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -484,23 +556,36 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
           fmaxf(tile_max[u], __shfl_xor_sync(0xffffffffu, tile_max[u], 2));
       const float m_new = fmaxf(m[u], tile_max[u]);
       m_safe[u] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[u] = exp2f(m[u] - m_safe[u]);  // 0 while m is -inf
+      alpha[u] = Exp2(m[u] - m_safe[u]);  // 0 while m is -inf
       m[u] = m_new;
       l[u] *= alpha[u];
     }
+    uint32_t mine = 0;  // this lane's draws, a nibble an n-block
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
-      uint32_t keep[2];
-      PairKeep(keep, p, rows, bh, j0 + n * 8 + 2 * t, klen, drop.threshold);
+      uint32_t keep[2] = {~0u, ~0u};
+      if (drop.threshold != 0) {
+        mine |= PairKeep(keep, p, rows, bh, j0, n, lane, klen, drop.threshold)
+                << (4 * n);
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int u = e / 2;
-        float pr = exp2f(s[n][e] - m_safe[u]);  // 0 at -inf
+        float pr = Exp2(s[n][e] - m_safe[u]);  // 0 at -inf
         l[u] += pr;  // the softmax's sum counts dropped keys too
         if (drop.threshold != 0) {
           pr = (keep[u] >> (e & 1)) & 1u ? pr * drop.keep_scale : 0.f;
         }
         s[n][e] = pr;
+      }
+    }
+    if (drop.threshold != 0 && p.keep != nullptr) {
+      const uint2 words = KeepWords(mine, t);
+      const bool live = t & 1 ? rows.live[1] : rows.live[0];
+      if (t < 2 && live) {  // lane t writes row t's words
+        const int row = t & 1 ? rows.row[1] : rows.row[0];
+        *reinterpret_cast<uint2*>(p.keep + (bh * p.lq + row) * kw + j0 / 32) =
+            words;
       }
     }
 #pragma unroll
@@ -510,7 +595,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
       o[n][2] *= alpha[1];
       o[n][3] *= alpha[1];
     }
-    ProductAcc<T, kDh>(o, s, v_s, g, t);  // o += p . v
+    ProductAcc<T, kDh>(o, s, v_s, lane);  // o += p . v
     if (more) CopyAsyncWaitAll();
     __syncthreads();  // the next tile has arrived; this one is free
   }
@@ -534,55 +619,95 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   }
 }
 
-// Dropout multipliers of a tile as bits: row r's words [2 r, 2 r + 1] hold
-// keys j0 .. j0 + 63 (bit set = kept), for rows i0 .. i0 + 63. Each of the
-// first 2 x kBlockRows threads draws one word (8 Philox blocks of 4 keys).
-__device__ void DropoutWords(const Params& p, int64_t bh, int64_t i0,
-                             int64_t j0, uint32_t threshold, uint32_t* dst) {
-  const int idx = threadIdx.x;
-  if (idx >= 2 * kBlockRows) return;
-  const int r = idx / 2, half = idx % 2;
-  uint32_t word = 0;
-  for (int q = 0; q < 8; ++q) {
-    const int64_t j = j0 + half * 32 + q * 4;
-    word |= AttentionKeepBits4(p.seed, p.offset, bh, i0 + r, j, threshold)
-            << (q * 4);
+// A query row's values in DkDvKernel, 64 bytes read as three vector loads:
+// its terms, its bits of the key tile (half x: keys 32x .. 32x + 31; each
+// warp's keys are in one half), its bd window offset.
+struct alignas(16) RowTerms {
+  float lse, dd, same, other;  // lse_in, dd, SegTerms
+  // keep: dropout keep bits (all set without dropout); blocked; other
+  // segment; in_range: bd column in [0, R) (else the position term is 0).
+  uint4 bits[2];  // {keep, blocked, other, in_range}
+  int at;         // bd window offset in a tile
+  int pad[3];
+};
+// What DkDvKernel keeps per query tile, twice (the next tile's copies run
+// while this one is used): window starts, row terms, queries, output
+// gradients, bd windows.
+template <typename T, int kDh>
+struct DkDvBuffer {
+  int64_t win[kBlockRows];
+  RowTerms rows[kBlockRows];
+  T q[kBlockRows * (kDh + kPad)];
+  T dout[kBlockRows * (kDh + kPad)];
+  T bd[kBlockRows * kBdLd];
+};
+
+// Row terms and window starts of query tile i0 for key tile j0 (the first
+// kBlockRows threads, one row each); a __syncthreads must follow.
+template <typename T>
+__device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
+                          int64_t bh, int64_t i0, int j0, uint32_t threshold) {
+  if (threadIdx.x >= kBlockRows) return;
+  const int r = threadIdx.x;
+  const int64_t b = bh / p.h, kw = BitWords(p.klen);
+  const int64_t row = i0 + r;
+  const bool live = row < p.lq;
+  const int64_t rr = live ? row : p.lq - 1;
+  RowTerms x;
+  int64_t offset;
+  win_s[r] = WindowStart(p, bh, row, &offset);
+  x.at = r * kBdLd + static_cast<int>(offset);
+  x.lse = p.lse_in[bh * p.lq + rr];
+  x.dd = live ? p.dd[bh * p.lq + rr] : 0.f;
+  SegTerms<T>(p, bh, rr, &x.same, &x.other);
+  // Keys jj of the tile whose bd column j0 + jj + qlen - pos is in [0, R):
+  // jj in [lo, hi).
+  const int64_t pos = p.pos ? p.pos[b * p.lq + rr] : rr;
+  const int64_t base = j0 + p.qlen - pos;
+  const int64_t lo = min(max(-base, int64_t{0}), int64_t{64});
+  const int64_t hi = min(max(p.rlen - base, int64_t{0}), int64_t{64});
+  const uint64_t below_hi = hi == 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1;
+  const uint64_t in_range =
+      hi <= lo ? 0 : below_hi & ~((uint64_t{1} << lo) - 1);
+  const uint2 wb = *reinterpret_cast<const uint2*>(
+      p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
+  uint2 wo = make_uint2(0, 0);
+  if (p.other != nullptr) {
+    wo = *reinterpret_cast<const uint2*>(p.other + (b * p.lq + rr) * kw +
+                                         j0 / 32);
   }
-  dst[idx] = word;
+  uint2 wk = make_uint2(~0u, ~0u);
+  if (threshold != 0) {
+    wk = *reinterpret_cast<const uint2*>(p.keep + (bh * p.lq + rr) * kw +
+                                         j0 / 32);
+  }
+  x.bits[0] = make_uint4(wk.x, live ? wb.x : ~0u, wo.x,
+                         static_cast<uint32_t>(in_range));
+  x.bits[1] = make_uint4(wk.y, live ? wb.y : ~0u, wo.y,
+                         static_cast<uint32_t>(in_range >> 32));
+  rows_s[r] = x;
 }
 
 // dk and dv of one tile of 64 keys (a warp per 16), over all query tiles:
 // the transposed scores s^T = k . qw^T and dP^T = v . dout^T of each query
 // tile, the probabilities from the forward's lse, then dv += P^T dout and
-// dk += dS^T qw, in registers until the end (no atomics).
+// dk += dS^T qw, in registers until the end (no atomics). The next query
+// tile's copies run while this one is used.
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
-  constexpr int kLd = kDh + kPad;
   constexpr int kKSteps = kDh / 16;
   constexpr int kRowBlocks = kBlockRows / 8;  // n-blocks over query rows
   constexpr int kOutBlocks = kDh / 8;
   static_assert(kBlockRows == 64 && kBlockKeys == 64, "one tile shape");
+  static_assert(sizeof(RowTerms) == 64, "three vector loads");
+  static_assert(sizeof(DkDvBuffer<T, kDh>) % 16 == 0, "16-byte aligned");
   extern __shared__ __align__(16) unsigned char smem[];
-  int64_t* win_s = reinterpret_cast<int64_t*>(smem);  // [kBlockRows]
-  T* q_s = reinterpret_cast<T*>(win_s + kBlockRows);  // [kBlockRows][kLd]
-  T* do_s = q_s + kBlockRows * kLd;                   // [kBlockRows][kLd]
-  T* bd_s = do_s + kBlockRows * kLd;                  // [kBlockRows][kBdLd]
-  uint32_t* blk_s = reinterpret_cast<uint32_t*>(bd_s + kBlockRows * kBdLd);
-  uint32_t* oth_s = blk_s + 2 * kBlockRows;  // [kBlockRows][2] each
-  uint32_t* drp_s = oth_s + 2 * kBlockRows;
-  float* lse_s = reinterpret_cast<float*>(drp_s + 2 * kBlockRows);
-  float* dd_s = lse_s + kBlockRows;
-  float* same_s = dd_s + kBlockRows;
-  float* delta_s = same_s + kBlockRows;
-  int* at_s = reinterpret_cast<int*>(delta_s + kBlockRows);  // window offset
-  int* shift_s = at_s + kBlockRows;
+  auto* bufs = reinterpret_cast<DkDvBuffer<T, kDh>*>(smem);  // [2]
 
-  const int64_t bh = blockIdx.y, b = bh / p.h;
+  const int64_t bh = blockIdx.y;
   const int j0 = static_cast<int>(blockIdx.x) * kBlockKeys;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const int rlen = static_cast<int>(p.rlen);
-  const int64_t kw = BitWords(p.klen);
   const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
   const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
   const T* qw = static_cast<const T*>(p.qw) + bh * p.lq * kDh;
@@ -591,92 +716,73 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
   const Dropout drop = MakeDropout(p);
   const float scale2 = p.scale * kLog2e;
+  // Starts copying query tile i0 into buffer x (its rows set up).
+  auto load_tile = [&](int x, int64_t i0) {
+    DkDvBuffer<T, kDh>& buf = bufs[x];
+    LoadTileAsync<T, kDh>(buf.q, qw, i0, kBlockRows, p.lq);
+    LoadTileAsync<T, kDh>(buf.dout, dout, i0, kBlockRows, p.lq);
+    LoadBdAsync(buf.bd, bd, buf.win, j0, bd_numel);
+    CopyAsyncCommit();
+  };
 
-  // This warp's 16 keys and values as A fragments (through q_s and do_s).
-  LoadTileAsync<T, kDh>(q_s, k, j0, kBlockKeys, p.klen);
-  LoadTileAsync<T, kDh>(do_s, v, j0, kBlockKeys, p.klen);
+  // This warp's 16 keys and values as A fragments (through buffer 1).
+  LoadTileAsync<T, kDh>(bufs[1].q, k, j0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(bufs[1].dout, v, j0, kBlockKeys, p.klen);
   CopyAsyncCommit();
+  SetUpRows<T>(bufs[0].rows, bufs[0].win, p, bh, 0, j0, drop.threshold);
   CopyAsyncWaitAll();
   __syncthreads();
   uint32_t ka[kKSteps][4], va[kKSteps][4];
-  LoadA<T, kDh>(ka, q_s, warp * 16, g, t);
-  LoadA<T, kDh>(va, do_s, warp * 16, g, t);
+  LoadA<T, kDh>(ka, bufs[1].q, warp * 16, g, t);
+  LoadA<T, kDh>(va, bufs[1].dout, warp * 16, g, t);
+  load_tile(0, 0);
   float dk[kOutBlocks][4], dv[kOutBlocks][4];
   Zero<kOutBlocks>(dk);
   Zero<kOutBlocks>(dv);
 
-  for (int64_t i0 = 0; i0 < p.lq; i0 += kBlockRows) {
-    __syncthreads();  // the previous query tile is no longer read
-    if (threadIdx.x < kBlockRows) {
-      const int r = threadIdx.x;
-      const int64_t row = i0 + r;
-      const bool live = row < p.lq;
-      const int64_t rr = live ? row : p.lq - 1;
-      int64_t offset;
-      win_s[r] = WindowStart(p, bh, row, &offset);
-      at_s[r] = r * kBdLd + static_cast<int>(offset);
-      const int64_t pos = p.pos ? p.pos[b * p.lq + rr] : rr;
-      shift_s[r] = static_cast<int>(p.qlen - pos);
-      lse_s[r] = p.lse_in[bh * p.lq + rr];
-      dd_s[r] = live ? p.dd[bh * p.lq + rr] : 0.f;
-      SegTerms<T>(p, bh, rr, &same_s[r], &delta_s[r]);
-      const uint2 wb = *reinterpret_cast<const uint2*>(
-          p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
-      blk_s[2 * r] = live ? wb.x : ~0u;
-      blk_s[2 * r + 1] = live ? wb.y : ~0u;
-      uint2 wo = make_uint2(0, 0);
-      if (p.other != nullptr) {
-        wo = *reinterpret_cast<const uint2*>(p.other + (b * p.lq + rr) * kw +
-                                             j0 / 32);
-      }
-      oth_s[2 * r] = wo.x;
-      oth_s[2 * r + 1] = wo.y;
+  for (int64_t i0 = 0, it = 0; i0 < p.lq; i0 += kBlockRows, ++it) {
+    const int x = static_cast<int>(it & 1);
+    const bool more = i0 + kBlockRows < p.lq;
+    // Buffer 1 - x was last read by the previous tile, before the barrier
+    // that ended it (and by LoadA above, before the one that started it).
+    if (more) {
+      SetUpRows<T>(bufs[1 - x].rows, bufs[1 - x].win, p, bh, i0 + kBlockRows,
+                   j0, drop.threshold);
     }
-    if (drop.threshold != 0) {
-      DropoutWords(p, bh, i0, j0, drop.threshold, drp_s);
-    }
-    __syncthreads();
-    LoadTileAsync<T, kDh>(q_s, qw, i0, kBlockRows, p.lq);
-    LoadTileAsync<T, kDh>(do_s, dout, i0, kBlockRows, p.lq);
-    LoadBdAsync(bd_s, bd, win_s, j0, bd_numel);
-    CopyAsyncCommit();
     CopyAsyncWaitAll();
-    __syncthreads();
+    __syncthreads();  // tile x arrived; the next tile's rows set up
+    if (more) load_tile(1 - x, i0 + kBlockRows);
+    const DkDvBuffer<T, kDh>& buf = bufs[x];
 
     // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x 64 rows.
     float st[kRowBlocks][4], dpt[kRowBlocks][4];
-    ProductT<T, kDh>(st, ka, q_s, g, t);
-    ProductT<T, kDh>(dpt, va, do_s, g, t);
-    // Element (key jj, row r): P from the forward's lse, then dS.
+    ProductT<T, kDh>(st, ka, buf.q, lane);
+    ProductT<T, kDh>(dpt, va, buf.dout, lane);
+    // Element (key jj, row r): P from the forward's lse, then dS. The
+    // warp's keys are all in word warp / 2 of a row's bits.
+    const int word = warp / 2;
 #pragma unroll
     for (int n = 0; n < kRowBlocks; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = n * 8 + 2 * t + (e & 1);
+        const RowTerms& row = buf.rows[n * 8 + 2 * t + (e & 1)];
+        const float4 terms = *reinterpret_cast<const float4*>(&row.lse);
+        const uint4 bits = row.bits[word];
         const int jj = warp * 16 + g + 8 * (e / 2);
-        const int bit = jj % 32, word = 2 * r + jj / 32;
-        float pr = 0.f;
-        if (!((blk_s[word] >> bit) & 1u)) {
-          const int c = j0 + jj + shift_s[r];
-          const float pos_term =
-              static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
-                  ? ToF(bd_s[at_s[r] + jj])
-                  : 0.f;
-          const float x = (st[n][e] + pos_term) * scale2 + same_s[r] +
-                          ((oth_s[word] >> bit) & 1u ? delta_s[r] : 0.f);
-          pr = exp2f(x - lse_s[r]);
-        }
-        const float z =
-            drop.threshold == 0
-                ? 1.f
-                : ((drp_s[word] >> bit) & 1u ? drop.keep_scale : 0.f);
+        const uint32_t mask = 1u << (jj % 32);
+        const float pos_term = bits.w & mask ? ToF(buf.bd[row.at + jj]) : 0.f;
+        const float score = fmaf(st[n][e] + pos_term, scale2,
+                                 bits.z & mask ? terms.w : terms.z);
+        const float pr = bits.y & mask ? 0.f : Exp2(score - terms.x);
+        const float z = bits.x & mask ? drop.keep_scale : 0.f;
         st[n][e] = pr * z;                           // dropped P
-        dpt[n][e] = pr * (dpt[n][e] * z - dd_s[r]);  // dS / scale
+        dpt[n][e] = pr * (dpt[n][e] * z - terms.y);  // dS / scale
       }
     }
     // dv += P^T dout, dk += dS^T qw: the k-steps run over the 64 rows.
-    ProductAcc<T, kDh>(dv, st, do_s, g, t);
-    ProductAcc<T, kDh>(dk, dpt, q_s, g, t);
+    ProductAcc<T, kDh>(dv, st, buf.dout, lane);
+    ProductAcc<T, kDh>(dk, dpt, buf.q, lane);
+    __syncthreads();  // buffer x is free for the tile after next
   }
 
   T* dk_out = static_cast<T*>(p.dk) + bh * p.klen * kDh;
@@ -736,12 +842,14 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
-  T* dbd_row[2];
+  // Rows u's index in [B, H, Lq] (not pointers to its dbd and keep rows:
+  // registers).
+  int64_t row_at[2];
   float lse[2], dd[2], seg_sum[2][2];
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int64_t r = rows.live[u] ? rows.row[u] : p.lq - 1;
-    dbd_row[u] = static_cast<T*>(p.dbd) + (bh * p.lq + r) * p.rlen;
+    row_at[u] = bh * p.lq + r;
     lse[u] = p.lse_in[bh * p.lq + r];
     dd[u] = p.dd[bh * p.lq + r];
     seg_sum[u][0] = seg_sum[u][1] = 0.f;
@@ -766,42 +874,48 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
                                win_s, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-    const Words w = LoadWords(rows, j0);
+    const Words w = LoadWords(p, rows, j0);
     // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
-    ProductT<T, kDh>(s, qa, k_s, g, t);
-    ProductT<T, kDh>(dp, da, v_s, g, t);
+    ProductT<T, kDh>(s, qa, k_s, lane);
+    ProductT<T, kDh>(dp, da, v_s, lane);
+    uint32_t kept[2][2];  // the forward's keep words of the rows
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      kept[u][0] = kept[u][1] = ~0u;
+      if (drop.threshold != 0) {
+        const uint2 wk = *reinterpret_cast<const uint2*>(
+            p.keep + row_at[u] * BitWords(p.klen) + j0 / 32);
+        kept[u][0] = wk.x;
+        kept[u][1] = wk.y;
+      }
+    }
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
-      uint32_t keep[2];
-      PairKeep(keep, p, rows, bh, j0 + n * 8 + 2 * t, klen, drop.threshold);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int u = e / 2;
         const int jj = n * 8 + 2 * t + (e & 1);
-        float ds = 0.f;
-        if (!Bit(w.blocked[u], jj)) {
-          const float x =
-              ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
-          const float pr = exp2f(x - lse[u]);
-          const float z =
-              drop.threshold == 0
-                  ? 1.f
-                  : ((keep[u] >> (e & 1)) & 1u ? drop.keep_scale : 0.f);
-          ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
-          const int c = j0 + jj + rows.shift[u];
-          if (static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
-            dbd_row[u][c] = FromF<T>(ds * p.scale);
-          }
-          // Both sums take an add (a select, not an index: registers).
-          const bool other = Bit(w.other[u], jj);
-          seg_sum[u][0] += other ? 0.f : ds;
-          seg_sum[u][1] += other ? ds : 0.f;
+        // Blocked: a score of -inf, so pr = 0 and ds = 0 (no branch).
+        const float x =
+            ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
+        const float pr = Exp2(x - lse[u]);
+        const float z = Bit(kept[u], jj) ? drop.keep_scale : 0.f;
+        const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
+        const int c = j0 + jj + rows.shift[u];
+        if (!Bit(w.blocked[u], jj) &&
+            static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
+          static_cast<T*>(p.dbd)[row_at[u] * p.rlen + c] =
+              FromF<T>(ds * p.scale);
         }
+        // Both sums take an add (a select, not an index: registers).
+        const bool other = Bit(w.other[u], jj);
+        seg_sum[u][0] += other ? 0.f : ds;
+        seg_sum[u][1] += other ? ds : 0.f;
         s[n][e] = ds;
       }
     }
-    ProductAcc<T, kDh>(dq, s, k_s, g, t);  // dqw += dS k
+    ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
     if (more) CopyAsyncWaitAll();
     __syncthreads();
   }
@@ -849,15 +963,10 @@ __global__ void PackBitsKernel(const uint8_t* src, int64_t sb, int64_t si,
   dst[idx] = word;
 }
 
-// Shared memory of DkDvKernel: window starts, queries, output gradients,
-// bd windows, three words a row of mask, segment and dropout bits, four
-// floats and two ints a row.
+// Shared memory of DkDvKernel: two buffers.
 template <typename T, int kDh>
 __host__ __device__ constexpr size_t DkDvSharedBytes() {
-  return kBlockRows * sizeof(int64_t) +
-         (2 * kBlockRows * (kDh + kPad) + kBlockRows * kBdLd) * sizeof(T) +
-         kBlockRows *
-             (6 * sizeof(uint32_t) + 4 * sizeof(float) + 2 * sizeof(int));
+  return 2 * sizeof(DkDvBuffer<T, kDh>);
 }
 
 template <typename Kernel>
@@ -910,12 +1019,14 @@ cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
 namespace {
 
 // What both directions need: a head size the kernels have, the grid's
-// limits, 32-bit key and position arithmetic inside the kernels, the bit
-// words.
+// limits, 32-bit row, key, position and bit-word indices inside the
+// kernels.
 bool ValidShapes(const Params& p) {
+  const int64_t words = std::max(p.b, p.blocked_b) * p.lq * BitWords(p.klen);
   return SupportsHeadSize(p.dh) && p.b * p.h <= 65535 && p.blocked != nullptr &&
          (p.seg != nullptr) == (p.other != nullptr) && p.rlen < (1 << 30) &&
-         p.klen < (1 << 30) && p.lq >= 0 && p.qlen < (1 << 30);
+         p.klen < (1 << 30) && p.lq >= 0 && p.lq < (1 << 30) &&
+         p.qlen < (1 << 30) && words < (int64_t{1} << 31);
 }
 
 }  // namespace
@@ -924,7 +1035,8 @@ cudaError_t Backward(const Params& p, cudaStream_t stream) {
   if (!ValidShapes(p) || p.dout == nullptr || p.lse_in == nullptr ||
       p.dd == nullptr || p.dqw == nullptr || p.dk == nullptr ||
       p.dv == nullptr || p.dbd == nullptr ||
-      (p.seg != nullptr) != (p.dseg != nullptr)) {
+      (p.seg != nullptr) != (p.dseg != nullptr) ||
+      (p.dropout > 0 && p.keep == nullptr)) {
     return cudaErrorInvalidValue;
   }
   if (p.lq == 0 || p.klen == 0 || p.b * p.h == 0) return cudaSuccess;

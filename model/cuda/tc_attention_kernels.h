@@ -48,6 +48,11 @@ struct Params {
   float scale = 1;
   double dropout = 0;
   uint64_t seed = 0, offset = 0;
+  // The dropout decisions, [B, H, Lq, kw] words, bit j % 32 of word j / 32
+  // set where key j's probability is kept: Forward writes them when not
+  // null (and dropout > 0); Backward reads them (required with dropout).
+  // 1 bit a score: 22 MB a layer's content stream at the base preset.
+  uint32_t* keep = nullptr;
   // Forward outputs: out [B, H, Lq, Dh]; lse [B, H, Lq] fp32, each row's
   // log2-sum-exp2 of its scores in log2 units (+inf for a fully masked
   // row), written when not null.
@@ -94,7 +99,8 @@ cudaError_t Forward(const Params& p, cudaStream_t stream);
 
 // The gradients of Forward's output: one kernel over key tiles (dk, dv),
 // one over query tiles (dqw, dbd at the shifted columns, dseg), both
-// recomputing the probabilities from lse_in.
+// recomputing the probabilities from lse_in and taking the dropout
+// decisions from the forward's keep bits.
 cudaError_t Backward(const Params& p, cudaStream_t stream);
 
 }  // namespace xlnet::tc_attention
