@@ -106,13 +106,14 @@ absl::Status Run(int argc, char** argv) {
     return absl::FailedPreconditionError("--device cuda: no CUDA device");
   }
   XLNET_RETURN_IF_ERROR(xlnet::CheckPrecision(device, dtype));
-  for (auto impl : impls) {
+  const xlnet::XLNetConfig config = shape.ModelConfig(dropout);
+  for (auto& impl : impls) {
+    impl = xlnet::ResolveAttention(impl, device, dtype, config.d_head);
     XLNET_RETURN_IF_ERROR(xlnet::CheckAttentionAvailable(impl, device));
   }
   xlnet::ConfigureThreads(shape.threads);
   std::cout << xlnet::RuntimeSummary() << "\n";
 
-  const xlnet::XLNetConfig config = shape.ModelConfig(dropout);
   torch::manual_seed(0);
   xlnet::XLNetModel model(config);
   model->to(device);

@@ -31,6 +31,7 @@
 #include "data_pipeline/sampler.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
+#include "model/attention.h"
 #include "model/precision.h"
 #include "pretrain/plm_unit.h"
 #include "pretrain/pretrain.h"
@@ -141,6 +142,10 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
                          xlnet::PlmUnit::Create(unit_options));
   int64_t params = 0;
   for (const auto& [name, p] : unit->Parameters()) params += p.numel();
+  // The core that runs (train.attention: auto resolved).
+  const xlnet::AttentionImpl attention = xlnet::ResolveAttention(
+      config.train.attention, device, xlnet::ScalarTypeOf(config.train.dtype),
+      config.model.d_head);
   if (env.rank == 0) {
     std::cout << absl::StrFormat(
         "xlnet-bench: %d layers, d_model %d, %d parameters; global batch %d "
@@ -151,9 +156,8 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
         config.train.batch_size, config.data.seq_len,
         config.train.grad_accum_steps,
         config.train.activation_checkpointing ? "true" : "false",
-        xlnet::EnumName(config.train.attention),
-        xlnet::EnumName(config.train.dtype), env.world_size, used_threads,
-        f.warmup, f.steps);
+        xlnet::EnumName(attention), xlnet::EnumName(config.train.dtype),
+        env.world_size, used_threads, f.warmup, f.steps);
   }
 
   xlnet::bench::ResetGpuMemoryPeak(device);
@@ -334,7 +338,7 @@ absl::Status RunRank(const Flags& f, xlnet::Config config) {
       {"batch_size", config.train.batch_size},
       {"grad_accum_steps", config.train.grad_accum_steps},
       {"activation_checkpointing", config.train.activation_checkpointing},
-      {"attention", xlnet::EnumName(config.train.attention)},
+      {"attention", xlnet::EnumName(attention)},
       {"dtype", xlnet::EnumName(config.train.dtype)},
       {"prefetch_batches", config.data.prefetch_batches},
       {"loader_threads", config.data.loader_threads}};

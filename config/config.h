@@ -263,12 +263,14 @@ struct TrainConfig {
   int64_t threads = 0;
   // Recompute each layer's activations in backward to save memory.
   bool activation_checkpointing = false;
-  // Attention core: unfused, tiled (fused op, CPU), cuda (fused op's
-  // kernel, needs -DXLNET_CUDA_ATTENTION=ON; correct but slower than
-  // unfused on an H100) or sdpa (LibTorch's scaled_dot_product_attention
-  // with the position and segment terms as its bias; LibTorch >= 2.1);
-  // model/README.md.
-  AttentionImpl attention = AttentionImpl::kUnfused;
+  // Attention core: auto (cuda where its tensor-core kernels take the
+  // model: device cuda, dtype bf16/fp16, head size 64, a build with them;
+  // else unfused), unfused, tiled (fused op, CPU), cuda (fused op's
+  // kernels, needs -DXLNET_CUDA_ATTENTION=ON; tensor cores for bf16/fp16
+  // with head size 64, slow SIMT kernels otherwise) or sdpa (LibTorch's
+  // scaled_dot_product_attention with the position and segment terms as
+  // its bias; LibTorch >= 2.1; not deterministic); model/README.md.
+  AttentionImpl attention = AttentionImpl::kAuto;
   // Run the feed-forward's bias + activation + dropout and the dropout +
   // residual + LayerNorm after the attention output and the feed-forward
   // as fused CUDA kernels (model/fused_elementwise.h): auto (on for device

@@ -58,6 +58,10 @@ enum class LrDecay {
 
 // train.attention: which attention core the model runs (model/README.md).
 enum class AttentionImpl {
+  kAuto,     // cuda where its tensor-core kernels take the model (device
+             // cuda, dtype bf16 or fp16, head size 64, a build with them):
+             // the fastest deterministic core there; unfused elsewhere
+             // (ResolveAttention, model/attention.h)
   kUnfused,  // RelativeAttentionCore: LibTorch ops on [B, H, Lq, K] scores
   kTiled,    // the fused op's CPU implementation (CPU tensors only)
   kCuda,     // the fused op's CUDA kernel (CUDA tensors, XLNET_WITH_CUDA)
@@ -148,7 +152,8 @@ struct EnumTable<LrDecay> {
 
 template <>
 struct EnumTable<AttentionImpl> {
-  static constexpr std::array<std::pair<AttentionImpl, const char*>, 4> kNames{{
+  static constexpr std::array<std::pair<AttentionImpl, const char*>, 5> kNames{{
+      {AttentionImpl::kAuto, "auto"},
       {AttentionImpl::kUnfused, "unfused"},
       {AttentionImpl::kTiled, "tiled"},
       {AttentionImpl::kCuda, "cuda"},

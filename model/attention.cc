@@ -32,9 +32,35 @@ bool CudaTensorCoreAttentionCompiled() {
 #endif
 }
 
+AttentionImpl ResolveAttention(AttentionImpl setting,
+                               const torch::Device& device,
+                               torch::ScalarType compute_dtype,
+                               int64_t d_head) {
+  if (setting != AttentionImpl::kAuto) return setting;
+  const bool half =
+      compute_dtype == torch::kBFloat16 || compute_dtype == torch::kHalf;
+  return device.is_cuda() && half && d_head == 64 &&
+                 CudaTensorCoreAttentionCompiled()
+             ? AttentionImpl::kCuda
+             : AttentionImpl::kUnfused;
+}
+
+void PackAttentionBias(AttentionImpl impl, AttentionBias* bias) {
+#ifdef XLNET_CUDA_TC_ATTENTION
+  if (impl == AttentionImpl::kCuda) PackTensorCoreBits(bias);
+#else
+  (void)impl;
+  (void)bias;
+#endif
+}
+
 absl::Status CheckAttentionAvailable(AttentionImpl impl,
                                      const torch::Device& device) {
   switch (impl) {
+    case AttentionImpl::kAuto:
+      return absl::InvalidArgumentError(
+          "train.attention: 'auto' is resolved before a model runs "
+          "(ResolveAttention)");
     case AttentionImpl::kUnfused:
       return absl::OkStatus();
     case AttentionImpl::kTiled:
@@ -129,6 +155,8 @@ torch::Tensor AttentionCore(
     const torch::Tensor& r_s_bias, const torch::Tensor& seg_embed,
     const AttentionBias& bias, int64_t qlen, double dropout, bool training) {
   switch (options.impl) {
+    case AttentionImpl::kAuto:
+      break;  // resolved before a model runs (ResolveAttention)
     case AttentionImpl::kUnfused:
       return RelativeAttentionCore(q, k, v, k_r, r_w_bias, r_r_bias, r_s_bias,
                                    seg_embed, bias, qlen, dropout, training);

@@ -32,10 +32,23 @@ bool CudaAttentionCompiled();
 // model/cuda/tc_attention_kernels.h).
 bool CudaTensorCoreAttentionCompiled();
 
+// The core train.attention: auto runs: 'cuda' where the tensor-core
+// kernels take the model (a CUDA device, compute dtype bf16 or fp16, head
+// size 64, a build with them; the fastest deterministic core there),
+// 'unfused' everywhere else. Any other setting is returned as it is.
+AttentionImpl ResolveAttention(AttentionImpl setting,
+                               const torch::Device& device,
+                               torch::ScalarType compute_dtype, int64_t d_head);
+
+// Packs bias->mask and seg_diff once for all layers when `impl` runs them
+// through the tensor-core kernels (cuda, CUDA masks, a build with the
+// kernels): bias->blocked_bits and other_bits. Otherwise nothing.
+void PackAttentionBias(AttentionImpl impl, AttentionBias* bias);
+
 // Whether `impl` can run on `device` in this build: 'tiled' on the CPU
 // only, 'cuda' on CUDA devices in builds with the kernel, 'sdpa' with
-// LibTorch >= 2.1, 'unfused' always. The error names train.attention and
-// what to choose instead.
+// LibTorch >= 2.1, 'unfused' always; 'auto' must be resolved first. The
+// error names train.attention and what to choose instead.
 absl::Status CheckAttentionAvailable(AttentionImpl impl,
                                      const torch::Device& device);
 

@@ -27,6 +27,12 @@ struct AttentionBias {
   // [B, Lq] int64 query positions for RelShiftAt; undefined = RelShift
   // (queries are positions 0..L-1 in order).
   torch::Tensor query_pos;
+  // mask and seg_diff as the tensor-core kernels read them (int32 bit
+  // words, model/cuda/tc_attention_kernels.h): packed once per forward by
+  // PackAttentionBias (attention.h) for every layer and both directions,
+  // or undefined (each call packs its own). Whoever changes mask or
+  // seg_diff of a copy clears them.
+  torch::Tensor blocked_bits, other_bits;
 };
 
 // Tile sizes of the fused op's CPU implementation (the CUDA kernel has its

@@ -433,6 +433,9 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     TORCH_CHECK(b % 2 == 0, "bi_data needs an even batch size, got ", b);
   }
 
+  // Once for all layers, where the attention core reads masks as bits.
+  PackAttentionBias(attention_.impl, &content_bias);
+  if (two_stream) PackAttentionBias(attention_.impl, &query_bias);
   auto context = std::make_shared<LayerContext>();
   context->pos_emb = pos_emb;
   context->content_bias = content_bias;

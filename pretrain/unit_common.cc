@@ -10,6 +10,7 @@
 #include "data_pipeline/tokenizer_identity.h"
 #include "model/attention.h"
 #include "model/fused_elementwise.h"
+#include "model/precision.h"
 #include "model_io/load.h"
 #include "model_io/model_dir.h"
 #include "model_io/rank_files.h"
@@ -110,7 +111,13 @@ absl::StatusOr<XLNetLMHeadModel> MakePretrainModel(const Config& config,
   model->transformer->SetActivationCheckpointing(
       config.train.activation_checkpointing);
   AttentionOptions attention;
-  attention.impl = config.train.attention;
+  attention.impl =
+      ResolveAttention(config.train.attention, device,
+                       ScalarTypeOf(config.train.dtype), config.model.d_head);
+  if (config.train.attention == AttentionImpl::kAuto) {
+    XLOG(INFO) << "train.attention: auto runs '" << EnumName(attention.impl)
+               << "'";
+  }
   XLNET_RETURN_IF_ERROR(CheckAttentionAvailable(attention.impl, device));
   model->transformer->SetAttention(attention);
   XLNET_ASSIGN_OR_RETURN(

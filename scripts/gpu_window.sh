@@ -237,9 +237,9 @@ phase_B() {
 phase_C() {
   echo "== C: HuggingFace in the same invocation, loss, determinism"
   prepare_data || { echo "gpu_window: 'C: data' failed"; return; }
-  local best_default="--set train.dtype=bf16 --set train.attention=sdpa"
-  ((DRY)) && best_default="--set train.dtype=bf16"
-  local best=${XLNET_GPU_BEST:-$best_default}
+  # The defaults in bf16: attention auto (the tensor-core kernels where
+  # built), fused_elementwise auto.
+  local best=${XLNET_GPU_BEST:---set train.dtype=bf16}
   read -ra args <<< "$best"
   timed "C compare_hf" run_logged "$OUT/C_compare_hf.log" $PY \
     bench/compare_hf.py --config "$CONFIG" "${STEPS[@]:0:2}" \
@@ -384,7 +384,7 @@ PY
   local save_steps=${XLNET_GPU_SAVE_STEPS:-16} mode flag
   local every=${XLNET_GPU_SAVE_EVERY:-4}
   ((DRY)) && save_steps=8
-  read -ra args <<< "${XLNET_GPU_SAVE_ARGS:-${XLNET_GPU_BEST:---set train.dtype=bf16 --set train.attention=sdpa --set train.fused_elementwise=true}}"
+  read -ra args <<< "${XLNET_GPU_SAVE_ARGS:-${XLNET_GPU_BEST:---set train.dtype=bf16}}"
   ((DRY)) && args=(--set train.dtype=fp32)
   [[ $parts == *" save "* ]] || save_steps=0
   ((save_steps > 0)) && for mode in ${XLNET_GPU_SAVE_MODES:-foreground}; do

@@ -240,6 +240,28 @@ struct TcCall {
   torch::Tensor bd, blocked, other;  // kept alive while the kernels run
 };
 
+// A bool mask [rows | 1, 1, Lq, K] (undefined: none set) as bit words
+// [rows, Lq, kw] (keys at or past K set when pad_blocked).
+torch::Tensor PackMask(const torch::Tensor& m, int64_t rows, int64_t lq,
+                       int64_t klen, bool pad_blocked,
+                       const torch::Device& device, cudaStream_t stream) {
+  auto words = torch::empty({rows, lq, tc::BitWords(klen)},
+                            torch::TensorOptions(device).dtype(torch::kInt));
+  const bool each_row = m.defined() && m.size(0) == rows && rows > 1;
+  C10_CUDA_CHECK(tc::PackBits(
+      m.defined() ? BoolData(m) : nullptr, each_row ? m.stride(0) : 0,
+      m.defined() ? m.stride(2) : 0, m.defined() ? m.stride(3) : 0, rows, lq,
+      klen, pad_blocked, reinterpret_cast<uint32_t*>(words.data_ptr<int32_t>()),
+      stream));
+  return words;
+}
+
+// Whether packed words have the shape a call needs.
+bool Fits(const torch::Tensor& words, int64_t rows, int64_t lq, int64_t klen) {
+  return words.defined() && words.dim() == 3 && words.size(0) == rows &&
+         words.size(1) == lq && words.size(2) == tc::BitWords(klen);
+}
+
 TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
                   cudaStream_t stream) {
   TcCall call;
@@ -260,29 +282,25 @@ TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
   p.k = in[2].data_ptr();
   p.v = in[3].data_ptr();
   p.bd = call.bd.data_ptr();
-  const auto words = qw.options().dtype(torch::kInt);
-  const int64_t kw = tc::BitWords(p.klen);
   auto word_ptr = [](const torch::Tensor& t) {
     return reinterpret_cast<uint32_t*>(t.data_ptr<int32_t>());
   };
-  // Blocked keys (masked, or past K), [B|1, Lq, kw].
+  // Blocked keys (masked, or past K), [B|1, Lq, kw]: packed once per
+  // forward (PackTensorCoreBits) or here.
   const auto& m = st.bias.mask;  // [B|1, 1, Lq, K] or undefined
   p.blocked_b = m.defined() ? m.size(0) : 1;
-  call.blocked = torch::empty({p.blocked_b, p.lq, kw}, words);
-  C10_CUDA_CHECK(tc::PackBits(
-      m.defined() ? BoolData(m) : nullptr, m.defined() ? m.stride(0) : 0,
-      m.defined() ? m.stride(2) : 0, m.defined() ? m.stride(3) : 0, p.blocked_b,
-      p.lq, p.klen, /*pad_blocked=*/true, word_ptr(call.blocked), stream));
+  call.blocked = Fits(st.bias.blocked_bits, p.blocked_b, p.lq, p.klen)
+                     ? st.bias.blocked_bits
+                     : PackMask(m, p.blocked_b, p.lq, p.klen,
+                                /*pad_blocked=*/true, qw.device(), stream);
   p.blocked = word_ptr(call.blocked);
   if (st.has_seg) {
     // Keys of the other segment, [B, Lq, kw].
     p.seg = in[5].data_ptr();
-    const auto& d = st.bias.seg_diff;  // [B|1, 1, Lq, K]
-    call.other = torch::empty({p.b, p.lq, kw}, words);
-    C10_CUDA_CHECK(tc::PackBits(BoolData(d), d.size(0) == 1 ? 0 : d.stride(0),
-                                d.stride(2), d.stride(3), p.b, p.lq, p.klen,
-                                /*pad_blocked=*/false, word_ptr(call.other),
-                                stream));
+    call.other = Fits(st.bias.other_bits, p.b, p.lq, p.klen)
+                     ? st.bias.other_bits
+                     : PackMask(st.bias.seg_diff, p.b, p.lq, p.klen,
+                                /*pad_blocked=*/false, qw.device(), stream);
     p.other = word_ptr(call.other);
   }
   if (st.pos.defined()) p.pos = st.pos.data_ptr<int64_t>();
@@ -325,6 +343,9 @@ struct TcAttentionFunction
       call.p.keep = reinterpret_cast<uint32_t*>(keep.data_ptr<int32_t>());
     }
     C10_CUDA_CHECK(tc::Forward(call.p, stream));
+    // The backward reads the same bits.
+    st->bias.blocked_bits = call.blocked;
+    st->bias.other_bits = call.other;
     SaveForBackward(ctx, st, std::move(in), out, lse, keep);
     return {out};
   }
@@ -351,7 +372,7 @@ struct TcAttentionFunction
     auto dqw = torch::empty_like(in[0]);
     auto dk = torch::empty_like(in[2]);
     auto dv = torch::empty_like(in[3]);
-    auto dbd = torch::zeros_like(call.bd);  // only K columns a row written
+    auto dbd = torch::empty_like(call.bd);  // the kernels write all of it
     torch::Tensor dseg;
     if (st->has_seg) dseg = torch::empty_like(in[5]);
     p.dout = dout.data_ptr();
@@ -383,6 +404,25 @@ struct TcAttentionFunction
 #endif
 
 }  // namespace
+
+#ifdef XLNET_CUDA_TC_ATTENTION
+void PackTensorCoreBits(AttentionBias* bias) {
+  const torch::Tensor& ref =
+      bias->mask.defined() ? bias->mask : bias->seg_diff;  // [B|1, 1, Lq, K]
+  if (!ref.defined() || !ref.is_cuda() || ref.dim() != 4) return;
+  const int64_t lq = ref.size(2), klen = ref.size(3);
+  const c10::cuda::CUDAGuard guard(ref.device());
+  const auto stream = StreamOf(ref);
+  const auto& m = bias->mask;
+  bias->blocked_bits = PackMask(m, m.defined() ? m.size(0) : 1, lq, klen,
+                                /*pad_blocked=*/true, ref.device(), stream);
+  const auto& d = bias->seg_diff;
+  if (d.defined()) {
+    bias->other_bits = PackMask(d, d.size(0), lq, klen,
+                                /*pad_blocked=*/false, ref.device(), stream);
+  }
+}
+#endif
 
 torch::Tensor CudaFusedRelativeAttention(
     const torch::Tensor& qw, const torch::Tensor& qr, const torch::Tensor& k,

@@ -29,4 +29,11 @@ torch::Tensor CudaFusedRelativeAttention(
     const AttentionBias& bias, int64_t qlen, double scale,
     const AttentionDropout& dropout);
 
+#ifdef XLNET_CUDA_TC_ATTENTION
+// Sets bias->blocked_bits (mask, or no mask, with keys past K blocked) and
+// other_bits (seg_diff) in the tensor-core kernels' layout, for CUDA masks
+// with K known (mask or seg_diff defined); otherwise leaves them.
+void PackTensorCoreBits(AttentionBias* bias);
+#endif
+
 }  // namespace xlnet

@@ -902,8 +902,11 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
         const float pr = Exp2(x - lse[u]);
         const float z = Bit(kept[u], jj) ? drop.keep_scale : 0.f;
         const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
+        // Every key's column, blocked ones too (ds = 0): dbd is not
+        // zeroed beforehand. Not for rows past Lq, which stand in for row
+        // Lq - 1 (row_at) and would overwrite its values.
         const int c = j0 + jj + rows.shift[u];
-        if (!Bit(w.blocked[u], jj) &&
+        if (rows.live[u] && j0 + jj < klen &&
             static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
           static_cast<T*>(p.dbd)[row_at[u] * p.rlen + c] =
               FromF<T>(ds * p.scale);
@@ -918,6 +921,18 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
     if (more) CopyAsyncWaitAll();
     __syncthreads();
+  }
+  // The columns outside each row's window [shift, shift + K) get zeros, a
+  // warp a row (coalesced), so that every element of dbd is written once.
+  for (int r = warp; r < kBlockRows && i0 + r < p.lq; r += kWarps) {
+    const int64_t row = i0 + r;
+    const int64_t pos = p.pos ? p.pos[bh / p.h * p.lq + row] : row;
+    const int64_t shift = p.qlen - pos;
+    const int64_t lo = min(max(shift, int64_t{0}), p.rlen);
+    const int64_t hi = min(max(shift + p.klen, lo), p.rlen);
+    T* d = static_cast<T*>(p.dbd) + (bh * p.lq + row) * p.rlen;
+    for (int64_t c = lane; c < lo; c += 32) d[c] = FromF<T>(0.f);
+    for (int64_t c = hi + lane; c < p.rlen; c += 32) d[c] = FromF<T>(0.f);
   }
 
   T* dqw = static_cast<T*>(p.dqw) + bh * p.lq * kDh;

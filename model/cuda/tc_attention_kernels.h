@@ -65,8 +65,8 @@ struct Params {
   const float* dd = nullptr;
   // Backward outputs, all in the inputs' dtype, each element written once
   // (no atomics: two runs give the same bits): dqw [B, H, Lq, Dh]; dk, dv
-  // [B, H, K, Dh]; dbd [B, H, Lq, R], which must hold zeros (only the K
-  // columns of each row's shift are written); dseg [B, H, Lq, 2] with seg.
+  // [B, H, K, Dh]; dbd [B, H, Lq, R] (the K columns at each row's shift
+  // hold its dS, the others zeros); dseg [B, H, Lq, 2] with seg.
   void *dqw = nullptr, *dk = nullptr, *dv = nullptr, *dbd = nullptr,
        *dseg = nullptr;
 };

@@ -152,6 +152,7 @@ TEST(ConfigTest, OutOfRangeNamesKeyAndLine) {
   config = ParseConfig("", "r.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->train.fused_elementwise, FusedElementwise::kAuto);
+  EXPECT_EQ(config->train.attention, AttentionImpl::kAuto);
   config = ParseConfig("train:\n  fused_elementwise: yes\n", "r.yaml");
   EXPECT_NE(Message(config.status()).find("auto, true, false"),
             std::string::npos)
@@ -288,7 +289,7 @@ TEST(SettingsTest, EveryTableNamesEachValueOnce) {
   ExpectTableRoundTrips<Objective>(2);
   ExpectTableRoundTrips<Dtype>(3);
   ExpectTableRoundTrips<LrDecay>(2);
-  ExpectTableRoundTrips<AttentionImpl>(4);
+  ExpectTableRoundTrips<AttentionImpl>(5);
   ExpectTableRoundTrips<BadRowPolicy>(2);
   ExpectTableRoundTrips<LongInputs>(2);
   ExpectTableRoundTrips<AnswerClassStart>(2);
@@ -296,9 +297,10 @@ TEST(SettingsTest, EveryTableNamesEachValueOnce) {
   EXPECT_EQ(EnumNameList<Dtype>(), "fp32, bf16, fp16");
   auto parsed = ParseEnumSetting<AttentionImpl>("--impls", "sdpaa");
   ASSERT_FALSE(parsed.ok());
-  EXPECT_EQ(std::string(parsed.status().message()),
-            "--impls: must be one of unfused, tiled, cuda, sdpa (got 'sdpaa') "
-            "(did you mean 'sdpa'?)");
+  EXPECT_EQ(
+      std::string(parsed.status().message()),
+      "--impls: must be one of auto, unfused, tiled, cuda, sdpa (got 'sdpaa') "
+      "(did you mean 'sdpa'?)");
 }
 
 // train.device: a DeviceKind and, for cuda:N, the index; anything else is
@@ -356,7 +358,7 @@ TEST(ConfigTest, EnumeratedKeysReadWriteAndRefuse) {
   config = ParseConfig("", "e.yaml", {"train.attention=flash"});
   EXPECT_EQ(Message(config.status())
                 .rfind("--set train.attention=flash: train.attention: must be "
-                       "one of unfused, tiled, cuda, sdpa (got 'flash')",
+                       "one of auto, unfused, tiled, cuda, sdpa (got 'flash')",
                        0),
             0u)
       << config.status();

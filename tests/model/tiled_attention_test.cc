@@ -474,12 +474,14 @@ AttentionBias BiasOn(const AttentionBias& bias, torch::Device device) {
 std::vector<torch::Tensor> FusedOutputAndGrads(
     const std::vector<torch::Tensor>& x, const CoreInputs& in,
     const torch::Tensor& w, const AttentionDropout& d, torch::Device device,
-    torch::ScalarType dtype) {
+    torch::ScalarType dtype, bool pack_once = false) {
   std::vector<torch::Tensor> xs;
   for (const auto& t : x) {
     xs.push_back(t.to(device, dtype).detach().requires_grad_());
   }
-  const AttentionBias bias = BiasOn(in.bias, device);
+  AttentionBias bias = BiasOn(in.bias, device);
+  // As the model does for all layers of a forward.
+  if (pack_once) PackAttentionBias(AttentionImpl::kCuda, &bias);
   auto out = FusedRelativeAttention(xs[0], xs[1], xs[2], xs[3], xs[4], xs[5],
                                     bias, in.qlen, 0.125, d);
   auto grads =
@@ -529,7 +531,9 @@ TEST(CudaAttentionTest, MatchesTheCpuPath) {
 // decisions: output and every input's gradient, several query and key
 // tiles with ragged ends, both streams, k_r per sample (bi_data) and
 // shared, fully masked rows (zeros), no NaN, and two runs bit-identical
-// (no atomics). Needs -DXLNET_CUDA_TC_ATTENTION=ON and a GPU.
+// (no atomics), the second with the masks packed once beforehand (as the
+// model packs them for all layers), which the kernels are shown to read.
+// Needs -DXLNET_CUDA_TC_ATTENTION=ON and a GPU.
 TEST(CudaAttentionTest, TensorCoreKernelsMatchTheCpuPath) {
   if (!CudaTensorCoreAttentionCompiled() || !torch::cuda::is_available()) {
     GTEST_SKIP() << "no tensor-core attention kernels in this build or no GPU";
@@ -571,13 +575,31 @@ TEST(CudaAttentionTest, TensorCoreKernelsMatchTheCpuPath) {
         EXPECT_EQ(gpu[0][0][0][1].abs().max().item<float>(), 0.f) << name;
         EXPECT_EQ(gpu[0][c.b - 1][0][c.lq - 1].abs().max().item<float>(), 0.f)
             << name;
-        const auto again = run(torch::kCUDA, dtype);
+        // Again, with the masks packed once beforehand as the model packs
+        // them: the same bits.
+        const auto again = FusedOutputAndGrads(x, in, w, d, torch::kCUDA, dtype,
+                                               /*pack_once=*/true);
         for (size_t i = 0; i < gpu.size(); ++i) {
           EXPECT_TRUE(torch::equal(gpu[i], again[i])) << name << " " << i;
         }
       }
     }
   }
+  // The kernels read the prepacked bits: with every key's bit set in them,
+  // every output row is zero.
+  const Case c = FusedCase(70, 70, 40);
+  const CoreInputs in = MakeCore(c, 17);
+  AttentionBias bias = BiasOn(in.bias, torch::kCUDA);
+  PackAttentionBias(AttentionImpl::kCuda, &bias);
+  ASSERT_TRUE(bias.blocked_bits.defined());
+  bias.blocked_bits.fill_(-1);
+  auto on = [](const torch::Tensor& t) {
+    return t.to(torch::kCUDA, torch::kBFloat16);
+  };
+  const auto out = FusedRelativeAttention(
+      on(in.x[0]), on(in.x[0]), on(in.x[1]), on(in.x[2]), on(in.x[3]),
+      on(torch::randn({c.b, c.h, c.lq, 2})), bias, in.qlen, 0.125, {});
+  EXPECT_EQ(out.abs().max().item<float>(), 0.f);
 }
 
 TEST(TiledAttentionTest, PhiloxKnownAnswers) {
@@ -608,6 +630,37 @@ TEST(TiledAttentionTest, RejectsBadUse) {
                c10::Error);
   EXPECT_TRUE(ParseEnum<AttentionImpl>("tiled") == AttentionImpl::kTiled);
   EXPECT_FALSE(ParseEnum<AttentionImpl>("flash").has_value());
+  // 'auto' is resolved before a model runs.
+  AttentionOptions unresolved;
+  unresolved.impl = AttentionImpl::kAuto;
+  EXPECT_THROW(RunCore(in, in.x, unresolved), c10::Error);
+  EXPECT_FALSE(CheckAttentionAvailable(AttentionImpl::kAuto, torch::kCPU).ok());
+}
+
+// train.attention: auto runs the tensor-core kernels where they take the
+// model (CUDA, bf16/fp16, head size 64, a build with them), else unfused;
+// an explicit setting stays. No device is touched: a CUDA device object
+// is enough.
+TEST(AttentionSettingTest, AutoResolvesToTensorCoresOrUnfused) {
+  EXPECT_TRUE(ParseEnum<AttentionImpl>("auto") == AttentionImpl::kAuto);
+  const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
+  const AttentionImpl tc = CudaTensorCoreAttentionCompiled()
+                               ? AttentionImpl::kCuda
+                               : AttentionImpl::kUnfused;
+  auto resolve = [](torch::Device device, torch::ScalarType dtype,
+                    int64_t d_head) {
+    return ResolveAttention(AttentionImpl::kAuto, device, dtype, d_head);
+  };
+  EXPECT_EQ(resolve(cuda, torch::kBFloat16, 64), tc);
+  EXPECT_EQ(resolve(cuda, torch::kHalf, 64), tc);
+  EXPECT_EQ(resolve(cuda, torch::kFloat, 64), AttentionImpl::kUnfused);
+  EXPECT_EQ(resolve(cuda, torch::kBFloat16, 32), AttentionImpl::kUnfused);
+  EXPECT_EQ(resolve(cpu, torch::kBFloat16, 64), AttentionImpl::kUnfused);
+  EXPECT_EQ(resolve(cpu, torch::kFloat, 64), AttentionImpl::kUnfused);
+  for (auto impl : {AttentionImpl::kUnfused, AttentionImpl::kTiled,
+                    AttentionImpl::kCuda, AttentionImpl::kSdpa}) {
+    EXPECT_EQ(ResolveAttention(impl, cpu, torch::kFloat, 8), impl);
+  }
 }
 
 }  // namespace
