@@ -243,19 +243,41 @@ __device__ __forceinline__ void InitWindows(int64_t* win_s, const Params& p,
   }
 }
 
-// Starts copying key tile j0's keys and values (into kv_dst, then
-// kv_dst + kBlockKeys (kDh + kPad)) and the rows' bd windows (bd_dst).
+// The shared memory of ForwardKernel and DqKernel (SharedBytes): window
+// starts, a tile of 64 query rows (queries, or output gradients), and two
+// buffers of a key tile's keys, values and bd windows, so that the next
+// tile is copied while this one is used. Buffer x is found by offset (an
+// array of pointers indexed by x would live in local memory).
 template <typename T, int kDh>
-__device__ void LoadKeyTileAsync(T* kv_dst, T* bd_dst, const Params& p,
-                                 int64_t bh, const int64_t* win_s, int j0) {
-  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
-  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
-  LoadTileAsync<T, kDh>(kv_dst, k, j0, kBlockKeys, p.klen);
-  LoadTileAsync<T, kDh>(kv_dst + kBlockKeys * (kDh + kPad), v, j0, kBlockKeys,
-                        p.klen);
-  LoadBdAsync(bd_dst, static_cast<const T*>(p.bd), win_s, j0,
-              p.b * p.h * p.lq * p.rlen);
-}
+struct KeyTiles {
+  static constexpr int kTile = kBlockKeys * (kDh + kPad);
+  int64_t* win;  // [kBlockRows]
+  T* rows;       // [kBlockRows][kDh + kPad]
+  T* kv;         // [2][keys, values][kBlockKeys][kDh + kPad]
+  T* bd;         // [2][kBlockRows][kBdLd]
+
+  __device__ explicit KeyTiles(unsigned char* smem)
+      : win(reinterpret_cast<int64_t*>(smem)),
+        rows(reinterpret_cast<T*>(win + kBlockRows)),
+        kv(rows + kBlockRows * (kDh + kPad)),
+        bd(kv + 4 * kTile) {}
+
+  __device__ const T* Keys(int x) const { return kv + x * 2 * kTile; }
+  __device__ const T* Values(int x) const { return Keys(x) + kTile; }
+  __device__ const T* Bd(int x) const { return bd + x * kBlockRows * kBdLd; }
+
+  // Starts copying key tile j0's keys, values and the rows' bd windows
+  // into buffer x (InitWindows done); the caller commits.
+  __device__ void LoadAsync(int x, const Params& p, int64_t bh, int j0) {
+    const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
+    const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
+    T* dst = kv + x * 2 * kTile;
+    LoadTileAsync<T, kDh>(dst, k, j0, kBlockKeys, p.klen);
+    LoadTileAsync<T, kDh>(dst + kTile, v, j0, kBlockKeys, p.klen);
+    LoadBdAsync(bd + x * kBlockRows * kBdLd, static_cast<const T*>(p.bd), win,
+                j0, p.b * p.h * p.lq * p.rlen);
+  }
+};
 
 // A fragments of 16 rows (row0 ..) x kDh from shared memory.
 template <typename T, int kDh>
@@ -473,20 +495,13 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   constexpr int kLd = kDh + kPad;
   constexpr int kKeyBlocks = kBlockKeys / 8;  // n-blocks of the scores
   constexpr int kOutBlocks = kDh / 8;         // n-blocks of the output
-  constexpr int kTile = kBlockKeys * kLd;
   static_assert(kBlockKeys == 64, "two 32-bit mask words a row and tile");
   static_assert((kLd * sizeof(T)) % 16 == 0, "16-byte aligned rows");
   static_assert(kBdLd % 8 == 0, "whole 16-byte pieces of bd");
   // Within the 227 KiB an H100 block may opt into, 3 blocks an SM.
   static_assert(3 * SharedBytes<T, kDh>() <= 227 * 1024, "shared memory");
   extern __shared__ __align__(16) unsigned char smem[];
-  int64_t* win_s = reinterpret_cast<int64_t*>(smem);  // [kBlockRows]
-  T* q_s = reinterpret_cast<T*>(win_s + kBlockRows);  // [kBlockRows][kLd]
-  // Buffer x of keys and values at kv_s + 2 x kTile, of position products
-  // at bd_s + x kBlockRows kBdLd (offsets, not arrays of pointers, which
-  // would live in local memory).
-  T* kv_s = q_s + kBlockRows * kLd;  // [2][keys, values]
-  T* bd_s = kv_s + 4 * kTile;        // [2][kBlockRows][kBdLd]
+  KeyTiles<T, kDh> tiles(smem);  // rows: the block's queries
 
   const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
@@ -495,11 +510,12 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
   const int64_t kw = BitWords(p.klen);
 
-  InitWindows(win_s, p, bh, i0);
+  InitWindows(tiles.win, p, bh, i0);
   __syncthreads();
-  LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
+  LoadTileAsync<T, kDh>(tiles.rows,
+                        static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
                         kBlockRows, p.lq);
-  LoadKeyTileAsync<T, kDh>(kv_s, bd_s, p, bh, win_s, 0);
+  tiles.LoadAsync(0, p, bh, 0);
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
@@ -514,18 +530,16 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   __syncthreads();
   // This warp's query rows as A fragments, kept for all key tiles.
   uint32_t qa[kDh / 16][4];
-  LoadA<T, kDh>(qa, q_s, warp * 16, g, t);
+  LoadA<T, kDh>(qa, tiles.rows, warp * 16, g, t);
 
   for (int j0 = 0, it = 0; j0 < klen; j0 += kBlockKeys, ++it) {
     const int buf = it & 1;
-    const T* k_s = kv_s + buf * 2 * kTile;
-    const T* v_s = k_s + kTile;
-    const T* bd_tile = bd_s + buf * kBlockRows * kBdLd;
+    const T* k_s = tiles.Keys(buf);
+    const T* v_s = tiles.Values(buf);
+    const T* bd_tile = tiles.Bd(buf);
     const bool more = j0 + kBlockKeys < klen;
     if (more) {
-      LoadKeyTileAsync<T, kDh>(kv_s + (1 - buf) * 2 * kTile,
-                               bd_s + (1 - buf) * kBlockRows * kBdLd, p, bh,
-                               win_s, j0 + kBlockKeys);
+      tiles.LoadAsync(1 - buf, p, bh, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
     // This tile's mask words, read first so that the product hides their
@@ -808,15 +822,10 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
 // over the row's same- and other-segment keys are dseg.
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
-  constexpr int kLd = kDh + kPad;
   constexpr int kKeyBlocks = kBlockKeys / 8;
   constexpr int kOutBlocks = kDh / 8;
-  constexpr int kTile = kBlockKeys * kLd;
   extern __shared__ __align__(16) unsigned char smem[];
-  int64_t* win_s = reinterpret_cast<int64_t*>(smem);  // [kBlockRows]
-  T* q_s = reinterpret_cast<T*>(win_s + kBlockRows);  // [kBlockRows][kLd]
-  T* kv_s = q_s + kBlockRows * kLd;                   // [2][keys, values]
-  T* bd_s = kv_s + 4 * kTile;                         // [2][kBlockRows][kBdLd]
+  KeyTiles<T, kDh> tiles(smem);  // rows: queries, then output gradients
 
   const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
@@ -824,21 +833,23 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
 
-  InitWindows(win_s, p, bh, i0);
+  InitWindows(tiles.win, p, bh, i0);
   __syncthreads();
   // Queries first (their fragments are taken before the buffer is
   // reused), then the output gradient into the same place.
-  LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
+  LoadTileAsync<T, kDh>(tiles.rows,
+                        static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
                         kBlockRows, p.lq);
   CopyAsyncCommit();
   CopyAsyncWaitAll();
   __syncthreads();
   uint32_t qa[kDh / 16][4], da[kDh / 16][4];
-  LoadA<T, kDh>(qa, q_s, warp * 16, g, t);
+  LoadA<T, kDh>(qa, tiles.rows, warp * 16, g, t);
   __syncthreads();
-  LoadTileAsync<T, kDh>(q_s, static_cast<const T*>(p.dout) + bh * p.lq * kDh,
-                        i0, kBlockRows, p.lq);
-  LoadKeyTileAsync<T, kDh>(kv_s, bd_s, p, bh, win_s, 0);
+  LoadTileAsync<T, kDh>(tiles.rows,
+                        static_cast<const T*>(p.dout) + bh * p.lq * kDh, i0,
+                        kBlockRows, p.lq);
+  tiles.LoadAsync(0, p, bh, 0);
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
@@ -860,18 +871,16 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   Zero<kOutBlocks>(dq);
   CopyAsyncWaitAll();
   __syncthreads();
-  LoadA<T, kDh>(da, q_s, warp * 16, g, t);
+  LoadA<T, kDh>(da, tiles.rows, warp * 16, g, t);
 
   for (int j0 = 0, it = 0; j0 < klen; j0 += kBlockKeys, ++it) {
     const int buf = it & 1;
-    const T* k_s = kv_s + buf * 2 * kTile;
-    const T* v_s = k_s + kTile;
-    const T* bd_tile = bd_s + buf * kBlockRows * kBdLd;
+    const T* k_s = tiles.Keys(buf);
+    const T* v_s = tiles.Values(buf);
+    const T* bd_tile = tiles.Bd(buf);
     const bool more = j0 + kBlockKeys < klen;
     if (more) {
-      LoadKeyTileAsync<T, kDh>(kv_s + (1 - buf) * 2 * kTile,
-                               bd_s + (1 - buf) * kBlockRows * kBdLd, p, bh,
-                               win_s, j0 + kBlockKeys);
+      tiles.LoadAsync(1 - buf, p, bh, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
     const Words w = LoadWords(p, rows, j0);
