@@ -232,9 +232,33 @@ bool UsesTensorCores(const std::vector<torch::Tensor>& inputs) {
          tc::SupportsHeadSize(inputs[0].size(3));
 }
 
-// The kernels' view of contiguous inputs qw, qr, k, v, k_r[, seg]: the
-// position products q_r . k_r^T from cuBLAS, masks and segment relations
-// as bit words; outputs and gradients are the caller's.
+// The element strides of a [B, H, T, Dh] tensor.
+tc::Layout LayoutOf(const torch::Tensor& t) {
+  return tc::Layout{t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// t itself when the kernels can read it in place (rows of Dh contiguous
+// elements, 16-byte aligned: e.g. the head-split view [B, T, H, Dh] ->
+// [B, H, T, Dh] of a projection), else a contiguous copy.
+torch::Tensor ForKernels(const torch::Tensor& t) {
+  const bool aligned = t.stride(3) == 1 && t.stride(0) % 8 == 0 &&
+                       t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  return aligned ? t : t.contiguous();
+}
+
+// An uninitialised [B, H, T, Dh] tensor stored as [B, T, H, Dh], the
+// layout in which the output projection (and the projections' backward)
+// read it as [B, T, H * Dh] without a transposing copy.
+torch::Tensor EmptyHeadsLast(int64_t b, int64_t h, int64_t t, int64_t dh,
+                             const torch::TensorOptions& options) {
+  return torch::empty({b, t, h, dh}, options).transpose(1, 2);
+}
+
+// The kernels' view of inputs qw, qr, k, v, k_r[, seg] (qw, k, v as
+// ForKernels gives them, seg contiguous): the position products
+// q_r . k_r^T from cuBLAS, masks and segment relations as bit words;
+// outputs and gradients are the caller's.
 struct TcCall {
   tc::Params p;
   torch::Tensor bd, blocked, other;  // kept alive while the kernels run
@@ -281,6 +305,9 @@ TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
   p.qw = qw.data_ptr();
   p.k = in[2].data_ptr();
   p.v = in[3].data_ptr();
+  p.qw_layout = LayoutOf(qw);
+  p.k_layout = LayoutOf(in[2]);
+  p.v_layout = LayoutOf(in[3]);
   p.bd = call.bd.data_ptr();
   auto word_ptr = [](const torch::Tensor& t) {
     return reinterpret_cast<uint32_t*>(t.data_ptr<int32_t>());
@@ -321,16 +348,22 @@ cudaStream_t StreamOf(const torch::Tensor& t) {
 // with two more.
 struct TcAttentionFunction
     : public torch::autograd::Function<TcAttentionFunction> {
-  // inputs: qw, qr, k, v, k_r[, seg]
+  // inputs: qw, qr, k, v, k_r[, seg]. qw, k and v are read in place where
+  // their rows allow (the projections' head-split views), and the output
+  // is written as [B, Lq, H, Dh], so that neither direction copies them.
   static torch::autograd::variable_list forward(
       torch::autograd::AutogradContext* ctx, c10::intrusive_ptr<CudaState> st,
       at::TensorList inputs) {
-    std::vector<torch::Tensor> in;
-    for (const auto& t : inputs) in.push_back(t.contiguous());
+    std::vector<torch::Tensor> in(inputs.begin(), inputs.end());
+    for (int i : {0, 2, 3}) in[i] = ForKernels(in[i]);
+    if (in.size() > 5) in[5] = in[5].contiguous();
     const c10::cuda::CUDAGuard guard(in[0].device());
     const auto stream = StreamOf(in[0]);
     TcCall call = MakeTcCall(in, *st, stream);
-    auto out = torch::empty_like(in[0]);  // [B, H, Lq, Dh]
+    const auto& qw = in[0];
+    auto out = EmptyHeadsLast(qw.size(0), qw.size(1), qw.size(2), qw.size(3),
+                              qw.options());  // [B, H, Lq, Dh]
+    call.p.out_layout = LayoutOf(out);
     auto lse = torch::empty({call.p.b, call.p.h, call.p.lq},
                             in[0].options().dtype(torch::kFloat));
     call.p.out = out.data_ptr();
@@ -365,17 +398,26 @@ struct TcAttentionFunction
     const auto stream = StreamOf(in[0]);
     TcCall call = MakeTcCall(in, *st, stream);
     tc::Params& p = call.p;
-    const auto dout = grad_outputs[0].to(out.scalar_type()).contiguous();
+    const auto dout = ForKernels(grad_outputs[0].to(out.scalar_type()));
+    p.dout = dout.data_ptr();
+    p.dout_layout = LayoutOf(dout);
+    p.out = out.data_ptr();
+    p.out_layout = LayoutOf(out);
     // [B, H, Lq]: rowsum(dout * out), the softmax backward's correction.
-    const auto dd =
-        (dout.to(torch::kFloat) * out.to(torch::kFloat)).sum(3).contiguous();
-    auto dqw = torch::empty_like(in[0]);
-    auto dk = torch::empty_like(in[2]);
-    auto dv = torch::empty_like(in[3]);
+    auto dd =
+        torch::empty({p.b, p.h, p.lq}, out.options().dtype(torch::kFloat));
+    C10_CUDA_CHECK(tc::RowDots(p, dd.data_ptr<float>(), stream));
+    // dk and dv as [B, K, H, Dh], the layout the key/value projection's
+    // backward reads without a copy; dqw as qr's gradient (cuBLAS) is.
+    auto dqw = torch::empty(in[0].sizes(), in[0].options());
+    const auto& k = in[2];
+    auto dk =
+        EmptyHeadsLast(k.size(0), k.size(1), k.size(2), k.size(3), k.options());
+    auto dv =
+        EmptyHeadsLast(k.size(0), k.size(1), k.size(2), k.size(3), k.options());
     auto dbd = torch::empty_like(call.bd);  // the kernels write all of it
     torch::Tensor dseg;
     if (st->has_seg) dseg = torch::empty_like(in[5]);
-    p.dout = dout.data_ptr();
     p.lse_in = lse.data_ptr<float>();
     if (saved.keep.defined()) {
       p.keep = reinterpret_cast<uint32_t*>(saved.keep.data_ptr<int32_t>());
@@ -384,6 +426,9 @@ struct TcAttentionFunction
     p.dqw = dqw.data_ptr();
     p.dk = dk.data_ptr();
     p.dv = dv.data_ptr();
+    p.dqw_layout = LayoutOf(dqw);
+    p.dk_layout = LayoutOf(dk);
+    p.dv_layout = LayoutOf(dv);
     p.dbd = dbd.data_ptr();
     if (st->has_seg) p.dseg = dseg.data_ptr();
     C10_CUDA_CHECK(tc::Backward(p, stream));

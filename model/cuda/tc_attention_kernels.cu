@@ -149,17 +149,25 @@ __device__ __forceinline__ unsigned SharedAddress(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// Starts copying rows [row0, row0 + rows) of a [*, kDh] tensor (zeros at
-// and past `limit`) into shared memory with row stride kDh + kPad.
+// Element offset of (batch x head) bh's [T, Dh] matrix in an operand of
+// layout l (h heads).
+__device__ __forceinline__ int64_t MatrixAt(const Layout& l, int64_t bh,
+                                            int64_t h) {
+  return (bh / h) * l.b + (bh % h) * l.h;
+}
+
+// Starts copying rows [row0, row0 + rows) of a [*, kDh] matrix with row
+// stride ld (zeros at and past `limit`) into shared memory with row stride
+// kDh + kPad.
 template <typename T, int kDh>
-__device__ void LoadTileAsync(T* dst, const T* src, int64_t row0, int rows,
-                              int64_t limit) {
+__device__ void LoadTileAsync(T* dst, const T* src, int64_t ld, int64_t row0,
+                              int rows, int64_t limit) {
   constexpr int kPieces = kDh / 8;  // 8 elements = 16 bytes
   for (int idx = threadIdx.x; idx < rows * kPieces; idx += kThreads) {
     const int r = idx / kPieces, c = (idx % kPieces) * 8;
     const int64_t row = row0 + r;
     const bool valid = row < limit;
-    CopyAsync16(dst + r * (kDh + kPad) + c, src + (valid ? row * kDh + c : 0),
+    CopyAsync16(dst + r * (kDh + kPad) + c, src + (valid ? row * ld + c : 0),
                 valid ? 16 : 0);
   }
 }
@@ -269,11 +277,11 @@ struct KeyTiles {
   // Starts copying key tile j0's keys, values and the rows' bd windows
   // into buffer x (InitWindows done); the caller commits.
   __device__ void LoadAsync(int x, const Params& p, int64_t bh, int j0) {
-    const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
-    const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
+    const T* k = static_cast<const T*>(p.k) + MatrixAt(p.k_layout, bh, p.h);
+    const T* v = static_cast<const T*>(p.v) + MatrixAt(p.v_layout, bh, p.h);
     T* dst = kv + x * 2 * kTile;
-    LoadTileAsync<T, kDh>(dst, k, j0, kBlockKeys, p.klen);
-    LoadTileAsync<T, kDh>(dst + kTile, v, j0, kBlockKeys, p.klen);
+    LoadTileAsync<T, kDh>(dst, k, p.k_layout.t, j0, kBlockKeys, p.klen);
+    LoadTileAsync<T, kDh>(dst + kTile, v, p.v_layout.t, j0, kBlockKeys, p.klen);
     LoadBdAsync(bd + x * kBlockRows * kBdLd, static_cast<const T*>(p.bd), win,
                 j0, p.b * p.h * p.lq * p.rlen);
   }
@@ -512,9 +520,9 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
 
   InitWindows(tiles.win, p, bh, i0);
   __syncthreads();
-  LoadTileAsync<T, kDh>(tiles.rows,
-                        static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
-                        kBlockRows, p.lq);
+  LoadTileAsync<T, kDh>(
+      tiles.rows, static_cast<const T*>(p.qw) + MatrixAt(p.qw_layout, bh, p.h),
+      p.qw_layout.t, i0, kBlockRows, p.lq);
   tiles.LoadAsync(0, p, bh, 0);
   CopyAsyncCommit();
 
@@ -614,7 +622,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     __syncthreads();  // the next tile has arrived; this one is free
   }
 
-  T* out = static_cast<T*>(p.out) + bh * p.lq * kDh;
+  T* out = static_cast<T*>(p.out) + MatrixAt(p.out_layout, bh, p.h);
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     l[u] += __shfl_xor_sync(0xffffffffu, l[u], 1);
@@ -627,7 +635,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     }
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
-      *reinterpret_cast<uint32_t*>(out + row * kDh + n * 8 + 2 * t) =
+      *reinterpret_cast<uint32_t*>(out + row * p.out_layout.t + n * 8 + 2 * t) =
           Pack<T>(o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
     }
   }
@@ -722,10 +730,11 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   const int j0 = static_cast<int>(blockIdx.x) * kBlockKeys;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const T* k = static_cast<const T*>(p.k) + bh * p.klen * kDh;
-  const T* v = static_cast<const T*>(p.v) + bh * p.klen * kDh;
-  const T* qw = static_cast<const T*>(p.qw) + bh * p.lq * kDh;
-  const T* dout = static_cast<const T*>(p.dout) + bh * p.lq * kDh;
+  const T* k = static_cast<const T*>(p.k) + MatrixAt(p.k_layout, bh, p.h);
+  const T* v = static_cast<const T*>(p.v) + MatrixAt(p.v_layout, bh, p.h);
+  const T* qw = static_cast<const T*>(p.qw) + MatrixAt(p.qw_layout, bh, p.h);
+  const T* dout =
+      static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h);
   const T* bd = static_cast<const T*>(p.bd);
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
   const Dropout drop = MakeDropout(p);
@@ -733,15 +742,16 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   // Starts copying query tile i0 into buffer x (its rows set up).
   auto load_tile = [&](int x, int64_t i0) {
     DkDvBuffer<T, kDh>& buf = bufs[x];
-    LoadTileAsync<T, kDh>(buf.q, qw, i0, kBlockRows, p.lq);
-    LoadTileAsync<T, kDh>(buf.dout, dout, i0, kBlockRows, p.lq);
+    LoadTileAsync<T, kDh>(buf.q, qw, p.qw_layout.t, i0, kBlockRows, p.lq);
+    LoadTileAsync<T, kDh>(buf.dout, dout, p.dout_layout.t, i0, kBlockRows,
+                          p.lq);
     LoadBdAsync(buf.bd, bd, buf.win, j0, bd_numel);
     CopyAsyncCommit();
   };
 
   // This warp's 16 keys and values as A fragments (through buffer 1).
-  LoadTileAsync<T, kDh>(bufs[1].q, k, j0, kBlockKeys, p.klen);
-  LoadTileAsync<T, kDh>(bufs[1].dout, v, j0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(bufs[1].q, k, p.k_layout.t, j0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(bufs[1].dout, v, p.v_layout.t, j0, kBlockKeys, p.klen);
   CopyAsyncCommit();
   SetUpRows<T>(bufs[0].rows, bufs[0].win, p, bh, 0, j0, drop.threshold);
   CopyAsyncWaitAll();
@@ -799,18 +809,18 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     __syncthreads();  // buffer x is free for the tile after next
   }
 
-  T* dk_out = static_cast<T*>(p.dk) + bh * p.klen * kDh;
-  T* dv_out = static_cast<T*>(p.dv) + bh * p.klen * kDh;
+  T* dk_out = static_cast<T*>(p.dk) + MatrixAt(p.dk_layout, bh, p.h);
+  T* dv_out = static_cast<T*>(p.dv) + MatrixAt(p.dv_layout, bh, p.h);
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int64_t key = j0 + warp * 16 + g + 8 * u;
     if (key >= p.klen) continue;
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
-      const int64_t at = key * kDh + n * 8 + 2 * t;
-      *reinterpret_cast<uint32_t*>(dk_out + at) =
+      const int64_t at = n * 8 + 2 * t;
+      *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_layout.t + at) =
           Pack<T>(dk[n][2 * u] * p.scale, dk[n][2 * u + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv_out + at) =
+      *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_layout.t + at) =
           Pack<T>(dv[n][2 * u], dv[n][2 * u + 1]);
     }
   }
@@ -837,18 +847,19 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   __syncthreads();
   // Queries first (their fragments are taken before the buffer is
   // reused), then the output gradient into the same place.
-  LoadTileAsync<T, kDh>(tiles.rows,
-                        static_cast<const T*>(p.qw) + bh * p.lq * kDh, i0,
-                        kBlockRows, p.lq);
+  LoadTileAsync<T, kDh>(
+      tiles.rows, static_cast<const T*>(p.qw) + MatrixAt(p.qw_layout, bh, p.h),
+      p.qw_layout.t, i0, kBlockRows, p.lq);
   CopyAsyncCommit();
   CopyAsyncWaitAll();
   __syncthreads();
   uint32_t qa[kDh / 16][4], da[kDh / 16][4];
   LoadA<T, kDh>(qa, tiles.rows, warp * 16, g, t);
   __syncthreads();
-  LoadTileAsync<T, kDh>(tiles.rows,
-                        static_cast<const T*>(p.dout) + bh * p.lq * kDh, i0,
-                        kBlockRows, p.lq);
+  LoadTileAsync<T, kDh>(
+      tiles.rows,
+      static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h),
+      p.dout_layout.t, i0, kBlockRows, p.lq);
   tiles.LoadAsync(0, p, bh, 0);
   CopyAsyncCommit();
 
@@ -944,7 +955,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     for (int64_t c = hi + lane; c < p.rlen; c += 32) d[c] = FromF<T>(0.f);
   }
 
-  T* dqw = static_cast<T*>(p.dqw) + bh * p.lq * kDh;
+  T* dqw = static_cast<T*>(p.dqw) + MatrixAt(p.dqw_layout, bh, p.h);
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
 #pragma unroll
@@ -956,7 +967,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     const int64_t row = rows.row[u];
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
-      *reinterpret_cast<uint32_t*>(dqw + row * kDh + n * 8 + 2 * t) =
+      *reinterpret_cast<uint32_t*>(dqw + row * p.dqw_layout.t + n * 8 + 2 * t) =
           Pack<T>(dq[n][2 * u] * p.scale, dq[n][2 * u + 1] * p.scale);
     }
     if (p.dseg != nullptr && t == 0) {
@@ -985,6 +996,27 @@ __global__ void PackBitsKernel(const uint8_t* src, int64_t sb, int64_t si,
     word |= static_cast<uint32_t>(set) << bit;
   }
   dst[idx] = word;
+}
+
+// dd of one row a warp: rowsum(dout * out) over the kDh elements, each
+// lane two neighbours (one 32-bit load of each), summed across the warp.
+template <typename T, int kDh>
+__global__ void RowDotsKernel(const Params p, float* dd) {
+  static_assert(kDh == 64, "two elements a lane");
+  const int64_t row =
+      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.b * p.h * p.lq) return;  // the whole warp
+  const int64_t bh = row / p.lq, i = row % p.lq;
+  const T* dout = static_cast<const T*>(p.dout) +
+                  MatrixAt(p.dout_layout, bh, p.h) + i * p.dout_layout.t;
+  const T* out = static_cast<const T*>(p.out) +
+                 MatrixAt(p.out_layout, bh, p.h) + i * p.out_layout.t;
+  float s = ToF(dout[2 * lane]) * ToF(out[2 * lane]) +
+            ToF(dout[2 * lane + 1]) * ToF(out[2 * lane + 1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) dd[row] = s;
 }
 
 // Shared memory of DkDvKernel: two buffers.
@@ -1042,12 +1074,21 @@ cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
 
 namespace {
 
+// Whether an operand's rows are whole, aligned 16-byte pieces (cp.async;
+// the 32-bit stores need less).
+bool Aligned(const Layout& l, const void* data) {
+  return l.b % 8 == 0 && l.h % 8 == 0 && l.t % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(data) % 16 == 0;
+}
+
 // What both directions need: a head size the kernels have, the grid's
 // limits, 32-bit row, key, position and bit-word indices inside the
-// kernels.
+// kernels, aligned inputs.
 bool ValidShapes(const Params& p) {
   const int64_t words = std::max(p.b, p.blocked_b) * p.lq * BitWords(p.klen);
   return SupportsHeadSize(p.dh) && p.b * p.h <= 65535 && p.blocked != nullptr &&
+         Aligned(p.qw_layout, p.qw) && Aligned(p.k_layout, p.k) &&
+         Aligned(p.v_layout, p.v) &&
          (p.seg != nullptr) == (p.other != nullptr) && p.rlen < (1 << 30) &&
          p.klen < (1 << 30) && p.lq >= 0 && p.lq < (1 << 30) &&
          p.qlen < (1 << 30) && words < (int64_t{1} << 31);
@@ -1060,7 +1101,9 @@ cudaError_t Backward(const Params& p, cudaStream_t stream) {
       p.dd == nullptr || p.dqw == nullptr || p.dk == nullptr ||
       p.dv == nullptr || p.dbd == nullptr ||
       (p.seg != nullptr) != (p.dseg != nullptr) ||
-      (p.dropout > 0 && p.keep == nullptr)) {
+      (p.dropout > 0 && p.keep == nullptr) || !Aligned(p.dout_layout, p.dout) ||
+      !Aligned(p.dqw_layout, p.dqw) || !Aligned(p.dk_layout, p.dk) ||
+      !Aligned(p.dv_layout, p.dv)) {
     return cudaErrorInvalidValue;
   }
   if (p.lq == 0 || p.klen == 0 || p.b * p.h == 0) return cudaSuccess;
@@ -1068,8 +1111,30 @@ cudaError_t Backward(const Params& p, cudaStream_t stream) {
                                  : LaunchBackward<__nv_bfloat16, 64>(p, stream);
 }
 
+cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream) {
+  if (!SupportsHeadSize(p.dh) || p.dout == nullptr || p.out == nullptr ||
+      dd == nullptr || !Aligned(p.dout_layout, p.dout) ||
+      !Aligned(p.out_layout, p.out)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t rows = p.b * p.h * p.lq;
+  if (rows == 0) return cudaSuccess;
+  constexpr int kRowsABlock = 8;
+  const auto blocks =
+      static_cast<unsigned>((rows + kRowsABlock - 1) / kRowsABlock);
+  if (p.dtype == DType::kHalf) {
+    RowDotsKernel<__half, 64><<<blocks, kRowsABlock * 32, 0, stream>>>(p, dd);
+  } else {
+    RowDotsKernel<__nv_bfloat16, 64>
+        <<<blocks, kRowsABlock * 32, 0, stream>>>(p, dd);
+  }
+  return cudaGetLastError();
+}
+
 cudaError_t Forward(const Params& p, cudaStream_t stream) {
-  if (!ValidShapes(p)) return cudaErrorInvalidValue;
+  if (!ValidShapes(p) || !Aligned(p.out_layout, p.out)) {
+    return cudaErrorInvalidValue;
+  }
   if (p.lq == 0 || p.b * p.h == 0) return cudaSuccess;
   return p.dtype == DType::kHalf ? Launch<__half, 64>(p, stream)
                                  : Launch<__nv_bfloat16, 64>(p, stream);

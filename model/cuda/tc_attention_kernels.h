@@ -11,9 +11,13 @@
 // computed by cuBLAS; the kernel reads row i's K entries at its shift
 // (column j + qlen - pos_i for key j), so no [B, H, Lq, K] bias is written.
 //
-// Layouts (elements, row-major, contiguous): qw [B, H, Lq, Dh]; k, v
-// [B, H, K, Dh]; bd [B, H, Lq, R]; seg [B, H, Lq, 2]; out [B, H, Lq, Dh];
-// masks and segment relations as bit words (PackBits); pos [B, Lq] int64.
+// Layouts: the [B, H, T, Dh] operands (qw, k, v, out and their gradients)
+// at any element strides of batch, head and row (Layout) whose rows of Dh
+// elements are contiguous and 16-byte aligned, so that a head-split
+// projection [B, T, H, Dh] is read and written in place, without the
+// transposing copies; the rest row-major and contiguous: bd [B, H, Lq, R];
+// seg [B, H, Lq, 2]; masks and segment relations as bit words (PackBits);
+// pos [B, Lq] int64.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,12 +33,24 @@ constexpr int kBlockKeys = 64;
 
 enum class DType { kHalf, kBFloat16 };
 
+// Element strides of a [B, H, T, Dh] operand (the Dh elements of a row are
+// contiguous). Multiples of 8 with a 16-byte aligned base: 16-byte copies.
+struct Layout {
+  int64_t b = 0, h = 0, t = 0;
+};
+
+// The strides of a contiguous [B, H, T, Dh] tensor.
+constexpr Layout ContiguousLayout(int64_t h, int64_t t, int64_t dh) {
+  return Layout{h * t * dh, t * dh, dh};
+}
+
 struct Params {
   DType dtype = DType::kBFloat16;
   int64_t b = 0, h = 0, lq = 0, klen = 0, rlen = 0, dh = 0, qlen = 0;
   const void* qw = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
+  Layout qw_layout, k_layout, v_layout;
   const void* bd = nullptr;
   const void* seg = nullptr;  // null = no segment term
   // Bit j % 32 of word j / 32 of row (b, i): key j blocked (masked, or at
@@ -57,10 +73,12 @@ struct Params {
   // log2-sum-exp2 of its scores in log2 units (+inf for a fully masked
   // row), written when not null.
   void* out = nullptr;
+  Layout out_layout;
   float* lse = nullptr;
   // Backward inputs: the output's gradient dout [B, H, Lq, Dh], the
   // forward's lse, and dd [B, H, Lq] fp32 = rowsum(dout * out).
   const void* dout = nullptr;
+  Layout dout_layout;
   const float* lse_in = nullptr;
   const float* dd = nullptr;
   // Backward outputs, all in the inputs' dtype, each element written once
@@ -69,6 +87,7 @@ struct Params {
   // hold its dS, the others zeros); dseg [B, H, Lq, 2] with seg.
   void *dqw = nullptr, *dk = nullptr, *dv = nullptr, *dbd = nullptr,
        *dseg = nullptr;
+  Layout dqw_layout, dk_layout, dv_layout;
 };
 
 #if defined(__CUDACC__)
@@ -96,6 +115,10 @@ constexpr bool SupportsHeadSize(int64_t dh) { return dh == 64; }
 // dropout on the probabilities as the SIMT kernels and the CPU path draw it;
 // fully masked rows give zeros.
 cudaError_t Forward(const Params& p, cudaStream_t stream);
+
+// dd [B, H, Lq] fp32 = rowsum(dout * out) over Dh, from p.dout and p.out
+// (their layouts): the softmax backward's correction that Backward reads.
+cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream);
 
 // The gradients of Forward's output: one kernel over key tiles (dk, dv),
 // one over query tiles (dqw, dbd at the shifted columns, dseg), both

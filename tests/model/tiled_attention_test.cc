@@ -470,14 +470,28 @@ AttentionBias BiasOn(const AttentionBias& bias, torch::Device device) {
 
 // FusedRelativeAttention(x..., in's masks, scale 0.125, d) on `device` in
 // `dtype`: the output, then the gradients of sum(out * w) w.r.t. the six
-// inputs x, as fp32 CPU tensors.
+// inputs x, as fp32 CPU tensors. With `heads_last` the op sees qw, k and v
+// as the model's projections give them: qw the head-split view of a
+// [B, Lq, H, Dh] tensor, k and v those of one [B, K, 2H, Dh] buffer.
 std::vector<torch::Tensor> FusedOutputAndGrads(
     const std::vector<torch::Tensor>& x, const CoreInputs& in,
     const torch::Tensor& w, const AttentionDropout& d, torch::Device device,
-    torch::ScalarType dtype, bool pack_once = false) {
+    torch::ScalarType dtype, bool pack_once = false, bool heads_last = false) {
   std::vector<torch::Tensor> xs;
   for (const auto& t : x) {
     xs.push_back(t.to(device, dtype).detach().requires_grad_());
+  }
+  if (heads_last) {
+    const int64_t h = x[0].size(1);
+    auto q = xs[0].detach().transpose(1, 2).contiguous().requires_grad_();
+    auto kv = torch::cat({xs[2].detach(), xs[3].detach()}, 1)
+                  .transpose(1, 2)
+                  .contiguous()
+                  .requires_grad_();             // [B, K, 2H, Dh]
+    xs[0] = q.transpose(1, 2);                   // [B, H, Lq, Dh]
+    xs[2] = kv.narrow(2, 0, h).transpose(1, 2);  // [B, H, K, Dh]
+    xs[3] = kv.narrow(2, h, h).transpose(1, 2);  // [B, H, K, Dh]
+    EXPECT_FALSE(xs[0].is_contiguous() || xs[2].is_contiguous());
   }
   AttentionBias bias = BiasOn(in.bias, device);
   // As the model does for all layers of a forward.
@@ -576,11 +590,16 @@ TEST(CudaAttentionTest, TensorCoreKernelsMatchTheCpuPath) {
         EXPECT_EQ(gpu[0][c.b - 1][0][c.lq - 1].abs().max().item<float>(), 0.f)
             << name;
         // Again, with the masks packed once beforehand as the model packs
-        // them: the same bits.
+        // them, and with qw, k and v read in place from the projections'
+        // layouts: the same bits.
         const auto again = FusedOutputAndGrads(x, in, w, d, torch::kCUDA, dtype,
                                                /*pack_once=*/true);
+        const auto in_place =
+            FusedOutputAndGrads(x, in, w, d, torch::kCUDA, dtype,
+                                /*pack_once=*/false, /*heads_last=*/true);
         for (size_t i = 0; i < gpu.size(); ++i) {
           EXPECT_TRUE(torch::equal(gpu[i], again[i])) << name << " " << i;
+          EXPECT_TRUE(torch::equal(gpu[i], in_place[i])) << name << " " << i;
         }
       }
     }
