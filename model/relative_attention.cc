@@ -70,6 +70,17 @@ torch::Tensor SegmentScores(const torch::Tensor& q,
                        seg_embed.to(q.scalar_type()).permute({1, 2, 0}));
 }
 
+torch::Tensor PositionsPerSample(const torch::Tensor& k_r, int64_t b) {
+  const int64_t g = k_r.size(0);
+  TORCH_CHECK(k_r.dim() == 4 && g > 0 && b % g == 0, "attention: k_r ",
+              k_r.sizes(), " for a batch of ", b,
+              " (groups of consecutive samples must divide it)");
+  if (g == 1 || g == b) return k_r;
+  return k_r.unsqueeze(1)
+      .expand({g, b / g, k_r.size(1), k_r.size(2), k_r.size(3)})
+      .reshape({b, k_r.size(1), k_r.size(2), k_r.size(3)});  // [B, H, R, Dh]
+}
+
 void CheckAttentionCoreShapes(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v,
                               const torch::Tensor& k_r) {
@@ -79,18 +90,20 @@ void CheckAttentionCoreShapes(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(k.sizes() == v.sizes() && k.size(0) == b && k.size(1) == h &&
                   k.size(3) == dh,
               "attention: q ", q.sizes(), " k ", k.sizes(), " v ", v.sizes());
-  TORCH_CHECK(k_r.dim() == 4 && (k_r.size(0) == b || k_r.size(0) == 1) &&
+  TORCH_CHECK(k_r.dim() == 4 && k_r.size(0) > 0 && b % k_r.size(0) == 0 &&
                   k_r.size(1) == h && k_r.size(3) == dh,
               "attention: k_r ", k_r.sizes(), " for q ", q.sizes());
 }
 
 torch::Tensor RelativeAttentionCore(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-    const torch::Tensor& k_r, const torch::Tensor& r_w_bias,
+    const torch::Tensor& k_r_groups, const torch::Tensor& r_w_bias,
     const torch::Tensor& r_r_bias, const torch::Tensor& r_s_bias,
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training) {
-  CheckAttentionCoreShapes(q, k, v, k_r);
+  CheckAttentionCoreShapes(q, k, v, k_r_groups);
+  const auto k_r =
+      PositionsPerSample(k_r_groups, q.size(0));  // [B|1, H, R, Dh]
   const int64_t dh = q.size(3);
   const int64_t klen = k.size(2);
   // Content term: [B, H, Lq, Dh] x [B, H, Dh, K] -> [B, H, Lq, K].

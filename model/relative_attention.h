@@ -61,9 +61,19 @@ torch::Tensor SegmentScores(const torch::Tensor& q,
                             const torch::Tensor& r_s_bias,
                             const torch::Tensor& seg_embed);
 
+// The attention cores take k_r [G, H, R, Dh] for G groups of B / G
+// consecutive samples (1: shared; 2: bi_data, the forward positions for
+// the first half of the batch, the backward ones for the second; B: per
+// sample). This gives [B, H, R, Dh] (k_r itself for G = 1 or B): a
+// broadcast copy, its backward a sum over the copies, far cheaper on CUDA
+// than index_select by a [B] index and its index_add backward. The
+// tensor-core kernels take the groups as they are, without it.
+torch::Tensor PositionsPerSample(const torch::Tensor& k_r, int64_t b);
+
 // The shape checks of an attention core's inputs (RelativeAttentionCore,
 // SdpaRelativeAttentionCore): q [B, H, Lq, Dh], k and v [B, H, K, Dh], k_r
-// [B or 1, H, R, Dh]; TORCH_CHECK failures name the shapes.
+// [G, H, R, Dh] with G dividing B (PositionsPerSample); TORCH_CHECK
+// failures name the shapes.
 void CheckAttentionCoreShapes(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& k_r);
 

@@ -52,11 +52,11 @@ torch::Tensor RelativePositionBias(const torch::Tensor& bd,
 
 torch::Tensor SdpaRelativeAttentionCore(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-    const torch::Tensor& k_r, const torch::Tensor& r_w_bias,
+    const torch::Tensor& k_r_groups, const torch::Tensor& r_w_bias,
     const torch::Tensor& r_r_bias, const torch::Tensor& r_s_bias,
     const torch::Tensor& seg_embed, const AttentionBias& bias, int64_t qlen,
     double dropout, bool training) {
-  CheckAttentionCoreShapes(q, k, v, k_r);
+  CheckAttentionCoreShapes(q, k, v, k_r_groups);
 #ifndef XLNET_HAVE_SDPA
   (void)r_w_bias, (void)r_r_bias, (void)r_s_bias, (void)seg_embed;
   (void)bias, (void)qlen, (void)dropout, (void)training;
@@ -65,6 +65,8 @@ torch::Tensor SdpaRelativeAttentionCore(
               " (use 'unfused' or 'tiled')");
   return {};
 #else
+  const auto k_r =
+      PositionsPerSample(k_r_groups, q.size(0));  // [B|1, H, R, Dh]
   const int64_t dh = q.size(3);
   const int64_t klen = k.size(2);
   // One compute dtype: k's (bf16/fp16 under autocast), as the unfused

@@ -47,7 +47,7 @@ Geometry CheckInputs(const torch::Tensor& qw, const torch::Tensor& qr,
                   k.size(1) == g.h && k.size(3) == g.dh,
               "fused attention: qw ", qw.sizes(), " k ", k.sizes(), " v ",
               v.sizes());
-  TORCH_CHECK(k_r.dim() == 4 && (g.kr_batch == g.b || g.kr_batch == 1) &&
+  TORCH_CHECK(k_r.dim() == 4 && g.kr_batch > 0 && g.b % g.kr_batch == 0 &&
                   k_r.size(1) == g.h && k_r.size(3) == g.dh &&
                   g.rlen >= g.klen + qlen,
               "fused attention: k_r ", k_r.sizes(), " for qw ", qw.sizes(),
@@ -639,7 +639,8 @@ torch::Tensor TiledRelativeAttention(
   state->dropout = dropout;
   state->tiles = tiles;
   state->has_seg = seg.defined();
-  std::vector<torch::Tensor> inputs = {qw, qr, k, v, k_r};
+  std::vector<torch::Tensor> inputs = {qw, qr, k, v,
+                                       PositionsPerSample(k_r, qw.size(0))};
   if (seg.defined()) inputs.push_back(seg);
   return TiledAttentionFunction::apply(state, at::TensorList(inputs))[0];
 }

@@ -182,7 +182,6 @@ struct LayerContext {
   int64_t qlen = 0;
   double dropout = 0;
   bool training = false;
-  bool bi_data = false;
   bool query_all_positions = false;
   AttentionOptions attention;
 };
@@ -220,16 +219,10 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
                  ? torch::cat({mem.transpose(0, 1).to(dtype), h_low}, 1)
                  : h_low;                                  // [B, K, D]
   auto [k_head, v_head] = attn->ProjectKeysValues(cat);    // [B, H, K, Dh] each
-  auto k_r = attn->ProjectPositions(c.pos_emb);            // [Bp, H, R, Dh]
-  if (c.bi_data) {
-    // Rows [0, B/2) take the forward positions, [B/2, B) the backward ones:
-    // a broadcast copy (its backward a sum over the copies), far cheaper on
-    // CUDA than index_select by a [B] index and its index_add backward.
-    const int64_t b = h_in.size(0), bp = k_r.size(0);
-    k_r = k_r.unsqueeze(1)
-              .expand({bp, b / bp, k_r.size(1), k_r.size(2), k_r.size(3)})
-              .reshape({b, k_r.size(1), k_r.size(2), k_r.size(3)});  // [B, H, R, Dh]
-  }
+  // [Bp, H, R, Dh]: with bi_data, rows [0, B/2) of the batch take the
+  // forward positions and [B/2, B) the backward ones; the cores take the
+  // two groups as they are (PositionsPerSample).
+  const auto k_r = attn->ProjectPositions(c.pos_emb);
 
   // The attention core for queries q [B, H, Lq, Dh] -> [B, H, Lq, Dh].
   auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {
@@ -445,7 +438,6 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   context->qlen = l;
   context->dropout = p_drop;
   context->training = training;
-  context->bi_data = config_.bi_data;
   context->query_all_positions = options.query_all_positions;
   context->attention = attention_;
 

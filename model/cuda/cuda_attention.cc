@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/cuda/attention_kernels.h"
+#include "model/relative_attention.h"
 #ifdef XLNET_CUDA_TC_ATTENTION
 #include "model/cuda/tc_attention_kernels.h"
 #endif
@@ -255,6 +256,33 @@ torch::Tensor EmptyHeadsLast(int64_t b, int64_t h, int64_t t, int64_t dh,
   return torch::empty({b, t, h, dh}, options).transpose(1, 2);
 }
 
+// Samples [g n, (g + 1) n) of a [B, H, T, C] tensor as [H, n T, C]: a view
+// where each sample's rows follow the previous sample's (the heads-last
+// layouts), else a copy.
+torch::Tensor GroupRows(const torch::Tensor& x, int64_t g, int64_t n) {
+  const auto s = x.narrow(0, g * n, n).transpose(0, 1);     // [H, n, T, C]
+  return s.reshape({s.size(0), n * s.size(2), s.size(3)});  // [H, n T, C]
+}
+
+// bd = qr . k_r^T for k_r [G, H, R, Dh] (G groups of n = B / G samples),
+// stored [G, H, n Lq, R] (Params::bd_group): per sample one batched
+// product; otherwise one per group, over its heads, reading qr in place.
+torch::Tensor PositionProducts(const torch::Tensor& qr,
+                               const torch::Tensor& k_r) {
+  const int64_t groups = k_r.size(0), n = qr.size(0) / groups;
+  if (n == 1) {
+    // [B, H, Lq, Dh] x [B, H, Dh, R] -> [B, H, Lq, R]
+    return torch::matmul(qr, k_r.transpose(2, 3)).contiguous();
+  }
+  auto bd = torch::empty({groups, qr.size(1), n * qr.size(2), k_r.size(2)},
+                         qr.options());
+  for (int64_t g = 0; g < groups; ++g) {
+    auto out = bd[g];  // [H, n Lq, R]
+    torch::bmm_out(out, GroupRows(qr, g, n), k_r[g].transpose(1, 2));
+  }
+  return bd;
+}
+
 // The kernels' view of inputs qw, qr, k, v, k_r[, seg] (qw, k, v as
 // ForKernels gives them, seg contiguous): the position products
 // q_r . k_r^T from cuBLAS, masks and segment relations as bit words;
@@ -290,8 +318,7 @@ TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
                   cudaStream_t stream) {
   TcCall call;
   const auto& qw = in[0];
-  // [B, H, Lq, Dh] x [B|1, H, Dh, R] -> [B, H, Lq, R]
-  call.bd = torch::matmul(in[1], in[4].transpose(2, 3)).contiguous();
+  call.bd = PositionProducts(in[1], in[4]);
   tc::Params& p = call.p;
   p.dtype = qw.scalar_type() == torch::kHalf ? tc::DType::kHalf
                                              : tc::DType::kBFloat16;
@@ -300,7 +327,8 @@ TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
   p.lq = qw.size(2);
   p.dh = qw.size(3);
   p.klen = in[2].size(2);
-  p.rlen = call.bd.size(3);
+  p.rlen = in[4].size(2);
+  p.bd_group = p.b / in[4].size(0);
   p.qlen = st.qlen;
   p.qw = qw.data_ptr();
   p.k = in[2].data_ptr();
@@ -408,8 +436,11 @@ struct TcAttentionFunction
         torch::empty({p.b, p.h, p.lq}, out.options().dtype(torch::kFloat));
     C10_CUDA_CHECK(tc::RowDots(p, dd.data_ptr<float>(), stream));
     // dk and dv as [B, K, H, Dh], the layout the key/value projection's
-    // backward reads without a copy; dqw as qr's gradient (cuBLAS) is.
-    auto dqw = torch::empty(in[0].sizes(), in[0].options());
+    // backward reads without a copy; dqw as qr's gradient (below) is:
+    // [B, Lq, H, Dh] too unless per-sample products make that contiguous.
+    auto dqw = p.bd_group > 1
+                   ? EmptyHeadsLast(p.b, p.h, p.lq, p.dh, in[0].options())
+                   : torch::empty(in[0].sizes(), in[0].options());
     const auto& k = in[2];
     auto dk =
         EmptyHeadsLast(k.size(0), k.size(1), k.size(2), k.size(3), k.options());
@@ -432,11 +463,28 @@ struct TcAttentionFunction
     p.dbd = dbd.data_ptr();
     if (st->has_seg) p.dseg = dseg.data_ptr();
     C10_CUDA_CHECK(tc::Backward(p, stream));
-    // bd = qr . k_r^T: dqr = dbd . k_r, dk_r = dbd^T . qr (summed over the
-    // batch when k_r is shared).
-    auto dqr = torch::matmul(dbd, in[4]);                  // [B, H, Lq, Dh]
-    auto dkr = torch::matmul(dbd.transpose(2, 3), in[1]);  // [B, H, R, Dh]
-    if (in[4].size(0) == 1 && dkr.size(0) != 1) dkr = dkr.sum(0, true);
+    // bd = qr . k_r^T: dqr = dbd . k_r, dk_r = dbd^T . qr, per k_r group
+    // (its samples' rows summed by the product).
+    const auto& qr = in[1];
+    const auto& k_r = in[4];
+    const int64_t groups = k_r.size(0), n = p.bd_group;
+    torch::Tensor dqr, dkr;
+    if (n == 1) {
+      dqr = torch::matmul(dbd, k_r);                 // [B, H, Lq, Dh]
+      dkr = torch::matmul(dbd.transpose(2, 3), qr);  // [B, H, R, Dh]
+    } else {
+      dqr = EmptyHeadsLast(p.b, p.h, p.lq, p.dh, qr.options());
+      dkr = torch::empty(k_r.sizes(), k_r.options());  // [G, H, R, Dh]
+      for (int64_t g = 0; g < groups; ++g) {
+        const auto d = dbd[g];  // [H, n Lq, R]
+        auto dq_rows = dqr.narrow(0, g * n, n)
+                           .transpose(0, 1)
+                           .view({p.h, n * p.lq, p.dh});  // [H, n Lq, Dh]
+        torch::bmm_out(dq_rows, d, k_r[g]);
+        auto dkr_g = dkr[g];  // [H, R, Dh]
+        torch::bmm_out(dkr_g, d.transpose(1, 2), GroupRows(qr, g, n));
+      }
+    }
     result[1] = dqw;
     result[2] = dqr;
     result[3] = dk;
@@ -497,6 +545,7 @@ torch::Tensor CudaFusedRelativeAttention(
     return TcAttentionFunction::apply(st, at::TensorList(inputs))[0];
   }
 #endif
+  inputs[4] = PositionsPerSample(k_r, qw.size(0));  // [B|1, H, R, Dh]
   st->band = BandRows(st->pos, qw.size(0), qw.size(2));
   return CudaAttentionFunction::apply(st, at::TensorList(inputs))[0];
 }

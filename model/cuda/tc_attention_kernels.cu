@@ -216,6 +216,13 @@ __device__ void LoadBdAsync(T* dst, const T* bd, const int64_t* win, int64_t j0,
   }
 }
 
+// Element offset of (batch x head) bh's [Lq, R] matrix in bd and dbd,
+// [B / n, H, n * Lq, R] for n = bd_group samples a k_r group.
+__device__ __forceinline__ int64_t BdAt(const Params& p, int64_t bh) {
+  const int64_t b = bh / p.h, h = bh % p.h, n = p.bd_group;
+  return ((b / n * p.h + h) * n + b % n) * p.lq * p.rlen;
+}
+
 // Element start(r) of row r's bd window, 8-aligned, and the row's offset
 // into it; rows past Lq read row Lq - 1. Floor division: a window may start
 // before element 0.
@@ -224,7 +231,7 @@ __device__ __forceinline__ int64_t WindowStart(const Params& p, int64_t bh,
   r = r < p.lq ? r : p.lq - 1;
   const int64_t b = bh / p.h;
   const int64_t pos = p.pos ? p.pos[b * p.lq + r] : r;
-  const int64_t start = (bh * p.lq + r) * p.rlen + p.qlen - pos;
+  const int64_t start = BdAt(p, bh) + r * p.rlen + p.qlen - pos;
   *offset = ((start % 8) + 8) % 8;
   return start - *offset;
 }
@@ -864,7 +871,8 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
-  // Rows u's index in [B, H, Lq] (not pointers to its dbd and keep rows:
+  T* const dbd = static_cast<T*>(p.dbd) + BdAt(p, bh);  // [Lq, R]
+  // Rows u's index in [B, H, Lq] (not pointers to its keep rows:
   // registers).
   int64_t row_at[2];
   float lse[2], dd[2], seg_sum[2][2];
@@ -928,7 +936,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
         const int c = j0 + jj + rows.shift[u];
         if (rows.live[u] && j0 + jj < klen &&
             static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
-          static_cast<T*>(p.dbd)[row_at[u] * p.rlen + c] =
+          dbd[static_cast<int64_t>(rows.row[u]) * p.rlen + c] =
               FromF<T>(ds * p.scale);
         }
         // Both sums take an add (a select, not an index: registers).
@@ -950,7 +958,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     const int64_t shift = p.qlen - pos;
     const int64_t lo = min(max(shift, int64_t{0}), p.rlen);
     const int64_t hi = min(max(shift + p.klen, lo), p.rlen);
-    T* d = static_cast<T*>(p.dbd) + (bh * p.lq + row) * p.rlen;
+    T* d = dbd + row * p.rlen;
     for (int64_t c = lane; c < lo; c += 32) d[c] = FromF<T>(0.f);
     for (int64_t c = hi + lane; c < p.rlen; c += 32) d[c] = FromF<T>(0.f);
   }
@@ -1088,7 +1096,7 @@ bool ValidShapes(const Params& p) {
   const int64_t words = std::max(p.b, p.blocked_b) * p.lq * BitWords(p.klen);
   return SupportsHeadSize(p.dh) && p.b * p.h <= 65535 && p.blocked != nullptr &&
          Aligned(p.qw_layout, p.qw) && Aligned(p.k_layout, p.k) &&
-         Aligned(p.v_layout, p.v) &&
+         Aligned(p.v_layout, p.v) && p.bd_group >= 1 && p.b % p.bd_group == 0 &&
          (p.seg != nullptr) == (p.other != nullptr) && p.rlen < (1 << 30) &&
          p.klen < (1 << 30) && p.lq >= 0 && p.lq < (1 << 30) &&
          p.qlen < (1 << 30) && words < (int64_t{1} << 31);

@@ -7,15 +7,18 @@
 // -DXLNET_CUDA_TC_ATTENTION=ON (off by default).
 //
 // Unlike the SIMT kernels, the position term arrives as a product: bd =
-// q_r . k_r^T over all R = K + qlen relative positions, [B, H, Lq, R],
-// computed by cuBLAS; the kernel reads row i's K entries at its shift
-// (column j + qlen - pos_i for key j), so no [B, H, Lq, K] bias is written.
+// q_r . k_r^T over all R = K + qlen relative positions, computed by
+// cuBLAS; the kernel reads row i's K entries at its shift (column
+// j + qlen - pos_i for key j), so no [B, H, Lq, K] bias is written. bd is
+// stored [G, H, n * Lq, R] where k_r has G = B / n groups of n consecutive
+// samples (bi_data: 2 groups, each half of the batch; n = 1: per sample):
+// one product per group and head, without a per-sample copy of k_r.
 //
 // Layouts: the [B, H, T, Dh] operands (qw, k, v, out and their gradients)
 // at any element strides of batch, head and row (Layout) whose rows of Dh
 // elements are contiguous and 16-byte aligned, so that a head-split
 // projection [B, T, H, Dh] is read and written in place, without the
-// transposing copies; the rest row-major and contiguous: bd [B, H, Lq, R];
+// transposing copies; the rest row-major and contiguous: bd (below);
 // seg [B, H, Lq, 2]; masks and segment relations as bit words (PackBits);
 // pos [B, Lq] int64.
 #pragma once
@@ -52,6 +55,7 @@ struct Params {
   const void* v = nullptr;
   Layout qw_layout, k_layout, v_layout;
   const void* bd = nullptr;
+  int64_t bd_group = 1;       // n: samples a k_r group; divides b
   const void* seg = nullptr;  // null = no segment term
   // Bit j % 32 of word j / 32 of row (b, i): key j blocked (masked, or at
   // or past K); [blocked_b, Lq, kw] with blocked_b = 1 (shared) or B; kw
@@ -84,7 +88,8 @@ struct Params {
   // Backward outputs, all in the inputs' dtype, each element written once
   // (no atomics: two runs give the same bits): dqw [B, H, Lq, Dh]; dk, dv
   // [B, H, K, Dh]; dbd [B, H, Lq, R] (the K columns at each row's shift
-  // hold its dS, the others zeros); dseg [B, H, Lq, 2] with seg.
+  // hold its dS, the others zeros; stored as bd is); dseg [B, H, Lq, 2] with
+  // seg.
   void *dqw = nullptr, *dk = nullptr, *dv = nullptr, *dbd = nullptr,
        *dseg = nullptr;
   Layout dqw_layout, dk_layout, dv_layout;

@@ -543,8 +543,9 @@ TEST(CudaAttentionTest, MatchesTheCpuPath) {
 // The tensor-core kernels (attention 'cuda' in fp16/bf16 with head size 64)
 // against the CPU path in fp32 with the same seeds, so the same dropout
 // decisions: output and every input's gradient, several query and key
-// tiles with ragged ends, both streams, k_r per sample (bi_data) and
-// shared, fully masked rows (zeros), no NaN, and two runs bit-identical
+// tiles with ragged ends, both streams, k_r shared, in two groups of two
+// samples (bi_data) and per sample, fully masked rows (zeros), no NaN,
+// and two runs bit-identical
 // (no atomics), the second with the masks packed once beforehand (as the
 // model packs them for all layers), which the kernels are shown to read.
 // Needs -DXLNET_CUDA_TC_ATTENTION=ON and a GPU.
@@ -557,7 +558,8 @@ TEST(CudaAttentionTest, TensorCoreKernelsMatchTheCpuPath) {
       SCOPED_TRACE(::testing::Message()
                    << "query stream " << query_stream << ", dropout " << p);
       Case c = FusedCase(150, query_stream ? 45 : 150, 70);
-      c.kr_batch = query_stream ? 2 : 1;
+      c.b = 4;
+      c.kr_batch = query_stream ? 2 : (p > 0 ? 4 : 1);
       const CoreInputs in = MakeCore(c, 16);
       auto seg = torch::randn({c.b, c.h, c.lq, 2});
       auto w = torch::randn({c.b, c.h, c.lq, c.dh});
