@@ -648,16 +648,18 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   }
 }
 
-// A query row's values in DkDvKernel, 64 bytes read as three vector loads:
-// its terms, its bits of the key tile (half x: keys 32x .. 32x + 31; each
-// warp's keys are in one half), its bd window offset.
+// A query row's values in DkDvKernel, read as three vector loads: its
+// terms, its bits of the key tile (half x: keys 32x .. 32x + 31; each
+// warp's keys are in one half), its bd window offset. 80 bytes, not 64:
+// the 4 rows 2t (or 2t + 1) that a quarter-warp reads at once then start
+// 8 banks apart instead of all in the same 4 banks.
 struct alignas(16) RowTerms {
   float lse, dd, same, other;  // lse_in, dd, SegTerms
   // keep: dropout keep bits (all set without dropout); blocked; other
   // segment; in_range: bd column in [0, R) (else the position term is 0).
   uint4 bits[2];  // {keep, blocked, other, in_range}
   int at;         // bd window offset in a tile
-  int pad[3];
+  int pad[7];
 };
 // What DkDvKernel keeps per query tile, twice (the next tile's copies run
 // while this one is used): window starts, row terms, queries, output
@@ -728,7 +730,7 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   constexpr int kRowBlocks = kBlockRows / 8;  // n-blocks over query rows
   constexpr int kOutBlocks = kDh / 8;
   static_assert(kBlockRows == 64 && kBlockKeys == 64, "one tile shape");
-  static_assert(sizeof(RowTerms) == 64, "three vector loads");
+  static_assert(sizeof(RowTerms) == 80, "three vector loads, banks apart");
   static_assert(sizeof(DkDvBuffer<T, kDh>) % 16 == 0, "16-byte aligned");
   extern __shared__ __align__(16) unsigned char smem[];
   auto* bufs = reinterpret_cast<DkDvBuffer<T, kDh>*>(smem);  // [2]
@@ -886,6 +888,21 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   }
   const float scale2 = p.scale * kLog2e;
   const Dropout drop = MakeDropout(p);
+  // dbd is stored a pair of neighbouring columns a 32-bit store (half the
+  // store instructions and L2 traffic of 16-bit ones). A row whose window
+  // starts at an odd element pairs each lane's first column with the
+  // column before it, held by the lane to its left or, for t = 0, by lane
+  // 3 one n-block (or key tile) back: carry. It starts at +0, the column
+  // before the window.
+  bool odd[2];
+  float carry[2] = {0.f, 0.f};
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    odd[u] =
+        (reinterpret_cast<uintptr_t>(
+             dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + rows.shift[u]) &
+         2) != 0;
+  }
   float dq[kOutBlocks][4];
   Zero<kOutBlocks>(dq);
   CopyAsyncWaitAll();
@@ -930,25 +947,60 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
         const float pr = Exp2(x - lse[u]);
         const float z = Bit(kept[u], jj) ? drop.keep_scale : 0.f;
         const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
-        // Every key's column, blocked ones too (ds = 0): dbd is not
-        // zeroed beforehand. Not for rows past Lq, which stand in for row
-        // Lq - 1 (row_at) and would overwrite its values.
-        const int c = j0 + jj + rows.shift[u];
-        if (rows.live[u] && j0 + jj < klen &&
-            static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
-          dbd[static_cast<int64_t>(rows.row[u]) * p.rlen + c] =
-              FromF<T>(ds * p.scale);
-        }
         // Both sums take an add (a select, not an index: registers).
         const bool other = Bit(w.other[u], jj);
         seg_sum[u][0] += other ? 0.f : ds;
         seg_sum[u][1] += other ? ds : 0.f;
         s[n][e] = ds;
       }
+      // dS into dbd at the rows' shifted columns: every key's, blocked ones
+      // too (dS = 0), since dbd is not zeroed beforehand; +0 for keys past
+      // K, whose columns the zero fill below writes +0 too. Not for rows
+      // past Lq, which stand in for row Lq - 1 and would overwrite it.
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int jj = n * 8 + 2 * t;  // the lane's first key of the pair
+        const float lo = j0 + jj < klen ? s[n][2 * u] * p.scale : 0.f;
+        const float hi = j0 + jj + 1 < klen ? s[n][2 * u + 1] * p.scale : 0.f;
+        const float left = __shfl_sync(0xffffffffu, hi, (lane + 31) % 32);
+        const float last = __shfl_sync(0xffffffffu, hi, lane | 3);
+        const int c = j0 + jj + rows.shift[u];  // lo's column, >= 1
+        T* at = dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + c;
+        if (rows.live[u]) {
+          if (odd[u]) {
+            const float before = t == 0 ? carry[u] : left;  // column c - 1
+            if (c < rlen) {
+              *reinterpret_cast<uint32_t*>(at - 1) = Pack<T>(before, lo);
+            } else if (c - 1 < rlen) {
+              at[-1] = FromF<T>(before);
+            }
+          } else if (c + 1 < rlen) {
+            *reinterpret_cast<uint32_t*>(at) = Pack<T>(lo, hi);
+          } else if (c < rlen) {
+            at[0] = FromF<T>(lo);
+          }
+        }
+        carry[u] = last;
+      }
     }
     ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
     if (more) CopyAsyncWaitAll();
     __syncthreads();
+  }
+  // An odd row's last column (the last key tile's last key), paired with
+  // the +0 after it.
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int c =
+        (klen + kBlockKeys - 1) / kBlockKeys * kBlockKeys - 1 + rows.shift[u];
+    if (rows.live[u] && odd[u] && t == 3) {
+      T* at = dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + c;
+      if (c + 1 < rlen) {
+        *reinterpret_cast<uint32_t*>(at) = Pack<T>(carry[u], 0.f);
+      } else if (c < rlen) {
+        at[0] = FromF<T>(carry[u]);
+      }
+    }
   }
   // The columns outside each row's window [shift, shift + K) get zeros, a
   // warp a row (coalesced), so that every element of dbd is written once.
