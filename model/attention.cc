@@ -128,15 +128,39 @@ torch::Tensor FusedRelativeAttentionCore(
               "SdpaRelativeAttentionCore 'sdpa')");
   const absl::Status available = CheckAttentionAvailable(options.impl, q.device());
   TORCH_CHECK(available.ok(), available.message());
-  const int64_t dh = q.size(3);
+  const int64_t b = q.size(0), h = q.size(1), lq = q.size(2), dh = q.size(3);
   // One dtype for the op: the compute dtype of k (bf16/fp16 under autocast),
   // as the unfused path's autocast matmuls see q + bias.
   const auto dtype = k.scalar_type();
-  auto qw = AddHeadBias(q, r_w_bias).to(dtype);  // [B, H, Lq, Dh]
-  auto qr = AddHeadBias(q, r_r_bias).to(dtype);  // [B, H, Lq, Dh]
+  // q as rows [B Lq, H Dh]: a view of the projection's heads-last layout
+  // (a copy otherwise), on which the bias additions and the segment
+  // product are plain row operations, and whose gradients arrive in that
+  // layout too (no transposing copies, no strided reductions).
+  const auto rows = q.transpose(1, 2).reshape({b * lq, h * dh});
+  const auto heads = [&](const torch::Tensor& x) {
+    return x.view({b, lq, h, x.size(1) / h}).transpose(1, 2);  // [B, H, Lq, *]
+  };
+  const auto row_bias = [&](const torch::Tensor& t) {  // [H, X] -> [H X]
+    return t.to(rows.scalar_type()).reshape({-1});
+  };
+  auto qw = heads(rows + row_bias(r_w_bias)).to(dtype);  // [B, H, Lq, Dh]
+  auto qr = heads(rows + row_bias(r_r_bias)).to(dtype);  // [B, H, Lq, Dh]
   torch::Tensor seg;
   if (bias.seg_diff.defined()) {
-    seg = SegmentScores(q, r_s_bias, seg_embed).to(dtype);  // [B, H, Lq, 2]
+    // (q + r_s_bias) . seg_embed per head as one product with the
+    // block-diagonal [H Dh, H 2] matrix of the heads' seg_embed, plus
+    // r_s_bias . seg_embed [H, 2].
+    const auto e = seg_embed.permute({1, 2, 0});  // [H, Dh, 2]
+    const auto blocks =
+        (e.view({h, dh, 1, 2}) *
+         torch::eye(h, e.options()).view({h, 1, h, 1}))  // [H, Dh, H, 2]
+            .reshape({h * dh, h * 2});
+    const auto bias_terms =
+        (r_s_bias.unsqueeze(1) * seg_embed.transpose(0, 1))  // [H, 2, Dh]
+            .sum(2);                                         // [H, 2]
+    auto s = torch::matmul(rows, blocks);                    // [B Lq, H 2]
+    seg = heads(s + row_bias(bias_terms).to(s.scalar_type()))
+              .to(dtype);  // [B, H, Lq, 2]
   }
   AttentionDropout drop;
   if (training && dropout > 0) {
