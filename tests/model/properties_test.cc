@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "model/attention.h"
 #include "model/precision.h"
 #include "tests/model/test_util.h"
 
@@ -90,6 +91,61 @@ TEST(GradCheckTest, AttentionCore) {
     return (out.to(torch::kDouble) * wp).sum();
   };
   EXPECT_LT(GradCheck(fp, in), 1e-6);
+}
+
+// k_r in groups of consecutive samples (bi_data: two): PositionsPerSample
+// gives sample i its group's rows, and every core gives the same output
+// and k_r gradient from the groups as from the per-sample copy.
+TEST(GradCheckTest, PositionGroupsEqualPerSampleCopies) {
+  torch::manual_seed(4);
+  const int64_t b = 4, h = 2, l = 3, m = 2, klen = m + l, dh = 4;
+  const auto k_r = torch::randn({2, h, klen + l, dh});
+  const auto each = PositionsPerSample(k_r, b);  // [B, H, R, Dh]
+  ASSERT_EQ(each.size(0), b);
+  for (int64_t i = 0; i < b; ++i) {
+    EXPECT_TRUE(torch::equal(each[i], k_r[i / 2])) << i;
+  }
+  const auto shared = k_r.narrow(0, 0, 1);
+  EXPECT_TRUE(PositionsPerSample(shared, b).is_same(shared));
+  EXPECT_THROW(PositionsPerSample(torch::randn({3, h, klen + l, dh}), b),
+               c10::Error);
+
+  AttentionBias bias;
+  bias.mask = torch::rand({b, 1, l, klen}) < 0.3;
+  bias.seg_diff = torch::rand({b, 1, l, klen}) < 0.5;
+  const auto q = torch::randn({b, h, l, dh}),
+             k = torch::randn({b, h, klen, dh}),
+             v = torch::randn({b, h, klen, dh}),
+             w = torch::randn({b, h, l, dh});
+  const auto r_w = torch::randn({h, dh}), r_r = torch::randn({h, dh}),
+             r_s = torch::randn({h, dh}), seg = torch::randn({2, h, dh});
+  AttentionOptions tiled;
+  tiled.impl = AttentionImpl::kTiled;
+  for (const AttentionOptions& opts : {AttentionOptions(), tiled}) {
+    auto run = [&](const torch::Tensor& positions) {
+      auto groups = k_r.clone().requires_grad_();
+      auto out =
+          AttentionCore(opts, q, k, v, positions.defined() ? positions : groups,
+                        r_w, r_r, r_s, seg, bias, l, 0.0, false);
+      const auto grad =
+          positions.defined()
+              ? torch::Tensor()
+              : torch::autograd::grad({(out * w).sum()}, {groups})[0];
+      return std::pair{out.detach(), grad};
+    };
+    const auto [grouped, grad] = run(torch::Tensor());
+    auto copies = PositionsPerSample(k_r, b).clone().requires_grad_();
+    auto out = AttentionCore(opts, q, k, v, copies, r_w, r_r, r_s, seg, bias, l,
+                             0.0, false);
+    const auto grad_copies =
+        torch::autograd::grad({(out * w).sum()}, {copies})[0];
+    EXPECT_LT(MaxAbsDiff(grouped, out.detach()), 1e-6) << EnumName(opts.impl);
+    // The groups' gradient is the sum over their samples' copies.
+    EXPECT_LT(
+        MaxAbsDiff(grad, grad_copies.view({2, 2, h, klen + l, dh}).sum(1)),
+        1e-5)
+        << EnumName(opts.impl);
+  }
 }
 
 TEST(GradCheckTest, FullyMaskedRowAttendsToNothing) {
