@@ -32,6 +32,9 @@ bool CudaTensorCoreAttentionCompiled() {
 #endif
 }
 
+// The head size the tensor-core kernels take (tc::SupportsHeadSize).
+constexpr int64_t kTensorCoreHeadSize = 64;
+
 AttentionImpl ResolveAttention(AttentionImpl setting,
                                const torch::Device& device,
                                torch::ScalarType compute_dtype,
@@ -39,10 +42,20 @@ AttentionImpl ResolveAttention(AttentionImpl setting,
   if (setting != AttentionImpl::kAuto) return setting;
   const bool half =
       compute_dtype == torch::kBFloat16 || compute_dtype == torch::kHalf;
-  return device.is_cuda() && half && d_head == 64 &&
+  return device.is_cuda() && half && d_head == kTensorCoreHeadSize &&
                  CudaTensorCoreAttentionCompiled()
              ? AttentionImpl::kCuda
              : AttentionImpl::kUnfused;
+}
+
+torch::Tensor PositionsForCore(AttentionImpl impl, const torch::Tensor& k_r,
+                               torch::ScalarType dtype, int64_t b) {
+  const bool half = dtype == torch::kBFloat16 || dtype == torch::kHalf;
+  if (impl == AttentionImpl::kCuda && k_r.is_cuda() && half &&
+      k_r.size(3) == kTensorCoreHeadSize && CudaTensorCoreAttentionCompiled()) {
+    return k_r;
+  }
+  return PositionsPerSample(k_r, b);
 }
 
 void PackAttentionBias(AttentionImpl impl, AttentionBias* bias) {
@@ -151,9 +164,11 @@ torch::Tensor FusedRelativeAttentionCore(
     // block-diagonal [H Dh, H 2] matrix of the heads' seg_embed, plus
     // r_s_bias . seg_embed [H, 2].
     const auto e = seg_embed.permute({1, 2, 0});  // [H, Dh, 2]
+    // Made in fp32: LibTorch 1.13 has no bf16 eye on the CPU.
+    const auto eye =
+        torch::eye(h, e.options().dtype(torch::kFloat)).to(e.scalar_type());
     const auto blocks =
-        (e.view({h, dh, 1, 2}) *
-         torch::eye(h, e.options()).view({h, 1, h, 1}))  // [H, Dh, H, 2]
+        (e.view({h, dh, 1, 2}) * eye.view({h, 1, h, 1}))  // [H, Dh, H, 2]
             .reshape({h * dh, h * 2});
     const auto bias_terms =
         (r_s_bias.unsqueeze(1) * seg_embed.transpose(0, 1))  // [H, 2, Dh]

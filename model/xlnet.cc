@@ -220,9 +220,10 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
                  : h_low;                                  // [B, K, D]
   auto [k_head, v_head] = attn->ProjectKeysValues(cat);    // [B, H, K, Dh] each
   // [Bp, H, R, Dh]: with bi_data, rows [0, B/2) of the batch take the
-  // forward positions and [B/2, B) the backward ones; the cores take the
-  // two groups as they are (PositionsPerSample).
-  const auto k_r = attn->ProjectPositions(c.pos_emb);
+  // forward positions and [B/2, B) the backward ones (PositionsForCore).
+  const auto k_r =
+      PositionsForCore(c.attention.impl, attn->ProjectPositions(c.pos_emb),
+                       k_head.scalar_type(), h_in.size(0));
 
   // The attention core for queries q [B, H, Lq, Dh] -> [B, H, Lq, Dh].
   auto core = [&](const torch::Tensor& q, const AttentionBias& bias) {

@@ -371,9 +371,9 @@ cudaStream_t StreamOf(const torch::Tensor& t) {
 }
 
 // The autograd node around the tensor-core kernels. Backward recomputes the
-// position products (one cuBLAS product) rather than keeping [B, H, Lq, R]
-// from the forward, and turns their gradient into those of q_r and k_r
-// with two more.
+// position products (PositionProducts) rather than keeping them from the
+// forward, and turns their gradient into those of q_r and k_r with two
+// more products a k_r group.
 struct TcAttentionFunction
     : public torch::autograd::Function<TcAttentionFunction> {
   // inputs: qw, qr, k, v, k_r[, seg]. qw, k and v are read in place where
