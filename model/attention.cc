@@ -32,27 +32,33 @@ bool CudaTensorCoreAttentionCompiled() {
 #endif
 }
 
-// The head size the tensor-core kernels take (tc::SupportsHeadSize).
-constexpr int64_t kTensorCoreHeadSize = 64;
+namespace {
+
+// Whether attention 'cuda' runs the tensor-core kernels on `device` for a
+// compute dtype and head size (their tc::SupportsHeadSize is 64).
+bool TensorCoresTake(const torch::Device& device, torch::ScalarType dtype,
+                     int64_t d_head) {
+  const bool half = dtype == torch::kBFloat16 || dtype == torch::kHalf;
+  return device.is_cuda() && half && d_head == 64 &&
+         CudaTensorCoreAttentionCompiled();
+}
+
+}  // namespace
 
 AttentionImpl ResolveAttention(AttentionImpl setting,
                                const torch::Device& device,
                                torch::ScalarType compute_dtype,
                                int64_t d_head) {
   if (setting != AttentionImpl::kAuto) return setting;
-  const bool half =
-      compute_dtype == torch::kBFloat16 || compute_dtype == torch::kHalf;
-  return device.is_cuda() && half && d_head == kTensorCoreHeadSize &&
-                 CudaTensorCoreAttentionCompiled()
+  return TensorCoresTake(device, compute_dtype, d_head)
              ? AttentionImpl::kCuda
              : AttentionImpl::kUnfused;
 }
 
 torch::Tensor PositionsForCore(AttentionImpl impl, const torch::Tensor& k_r,
                                torch::ScalarType dtype, int64_t b) {
-  const bool half = dtype == torch::kBFloat16 || dtype == torch::kHalf;
-  if (impl == AttentionImpl::kCuda && k_r.is_cuda() && half &&
-      k_r.size(3) == kTensorCoreHeadSize && CudaTensorCoreAttentionCompiled()) {
+  if (impl == AttentionImpl::kCuda &&
+      TensorCoresTake(k_r.device(), dtype, k_r.size(3))) {
     return k_r;
   }
   return PositionsPerSample(k_r, b);
@@ -174,7 +180,7 @@ torch::Tensor FusedRelativeAttentionCore(
         (r_s_bias.unsqueeze(1) * seg_embed.transpose(0, 1))  // [H, 2, Dh]
             .sum(2);                                         // [H, 2]
     auto s = torch::matmul(rows, blocks);                    // [B Lq, H 2]
-    seg = heads(s + row_bias(bias_terms).to(s.scalar_type()))
+    seg = heads(s + bias_terms.to(s.scalar_type()).reshape({-1}))
               .to(dtype);  // [B, H, Lq, 2]
   }
   AttentionDropout drop;

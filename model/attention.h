@@ -36,6 +36,10 @@ bool CudaTensorCoreAttentionCompiled();
 // kernels take the model (a CUDA device, compute dtype bf16 or fp16, head
 // size 64, a build with them; the fastest deterministic core there),
 // 'unfused' everywhere else. Any other setting is returned as it is.
+AttentionImpl ResolveAttention(AttentionImpl setting,
+                               const torch::Device& device,
+                               torch::ScalarType compute_dtype, int64_t d_head);
+
 // k_r [G, H, R, Dh] (G groups of consecutive samples, PositionsPerSample)
 // as the core `impl` runs best on it for a batch of b in `dtype`: the
 // tensor-core kernels take the groups as they are (one position product a
@@ -43,10 +47,6 @@ bool CudaTensorCoreAttentionCompiled();
 // streams of a layer rather than by each core call.
 torch::Tensor PositionsForCore(AttentionImpl impl, const torch::Tensor& k_r,
                                torch::ScalarType dtype, int64_t b);
-
-AttentionImpl ResolveAttention(AttentionImpl setting,
-                               const torch::Device& device,
-                               torch::ScalarType compute_dtype, int64_t d_head);
 
 // Packs bias->mask and seg_diff once for all layers when `impl` runs them
 // through the tensor-core kernels (cuda, CUDA masks, a build with the
