@@ -9,6 +9,7 @@
 #include "model/counter_dropout.h"
 #include "model/fused_elementwise.h"
 #include "model/precision.h"
+#include "model/weight_casts.h"
 
 namespace xlnet {
 
@@ -184,6 +185,11 @@ struct LayerContext {
   bool training = false;
   bool query_all_positions = false;
   AttentionOptions attention;
+  // The layer's weight copies in the compute dtype (a copy per stream
+  // where both streams read a weight) while RunLayer runs, or null: not
+  // under activation checkpointing, whose replay runs after forward
+  // returns.
+  WeightCasts* casts = nullptr;
 };
 
 // The dtype the matmuls of a layer on x run in: under autocast for x's
@@ -231,11 +237,13 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
                          attn->r_r_bias, attn->r_s_bias, attn->seg_embed, bias,
                          c.qlen, c.dropout, c.training);
   };
+  if (c.casts) c.casts->UseStream(0);
   auto q_h = attn->Project(h_low, attn->q);       // [B, H, L, Dh]
   auto vec_h = core(q_h, c.content_bias);         // [B, H, L, Dh]
   auto new_h = attn->PostAttention(h_in, vec_h);  // [B, L, D]
   torch::Tensor new_g;
   if (g_in.defined()) {
+    if (c.casts) c.casts->UseStream(1);
     auto q_g =
         attn->Project(g_in.to(ComputeDtype(g_in)), attn->q);  // [B, H, P, Dh]
     torch::Tensor vec_g;
@@ -252,6 +260,7 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
       vec_g = vec_g * c.target_valid.to(vec_g.scalar_type());
     }
     new_g = lay.ff(attn->PostAttention(g_in, vec_g));  // [B, P, D]
+    if (c.casts) c.casts->UseStream(0);
   }
   new_h = lay.ff(new_h);  // [B, L, D]
   if (!new_g.defined()) return {new_h};
@@ -461,6 +470,30 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     streams.push_back(h);
     if (two_stream) streams.push_back(g);
     std::vector<torch::Tensor> next;
+    // Under autocast, the weights this layer's products read cast together
+    // (WeightCasts) rather than one kernel a weight and use each way: k, v
+    // and r read once, the rest by each stream. Not layer_1's bias with the
+    // fused tail (its op adds it in fp32), nor r_s_bias and seg_embed (their
+    // product runs in fp32). A layer at a time, so that backward hands each
+    // layer's gradients over as it finishes the layer (the gradient
+    // reducer's buckets start while backward runs).
+    std::vector<torch::Tensor*> cast_once, cast_per_stream;
+    if (cast_weights_together_ && !checkpoint) {
+      auto& a = *lay->rel_attn;
+      auto& ff = *lay->ff;
+      cast_once = {&a.k, &a.v, &a.r};
+      cast_per_stream = {&a.q,
+                         &a.o,
+                         &a.r_w_bias,
+                         &a.r_r_bias,
+                         &ff.layer_1->weight,
+                         &ff.layer_2->weight,
+                         &ff.layer_2->bias};
+      if (!ff.fused_elementwise) cast_per_stream.push_back(&ff.layer_1->bias);
+    }
+    WeightCasts casts(std::move(cast_once), std::move(cast_per_stream),
+                      two_stream ? 2 : 1);
+    context->casts = casts.active() ? &casts : nullptr;
     if (checkpoint) {
       // The closure owns what it reads: backward runs after forward returns.
       next = Checkpointed(
@@ -472,6 +505,7 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     } else {
       next = RunLayer(*lay, *context, mem, h, two_stream ? g : torch::Tensor());
     }
+    context->casts = nullptr;
     h = next[0];
     if (two_stream) g = next[1];
   }

@@ -173,6 +173,12 @@ class XLNetModelImpl : public torch::nn::Module {
   void SetFusedElementwise(bool on);
   bool fused_elementwise() const { return fused_elementwise_; }
 
+  // Under autocast, whether forward casts the layers' product weights to
+  // the compute dtype together (model/weight_casts.h: one multi-tensor copy
+  // each way a step) instead of autocast's kernel a weight. The same values
+  // and gradients either way; on by default, off only to compare the two.
+  void SetCastWeightsTogether(bool on) { cast_weights_together_ = on; }
+
   torch::nn::Embedding word_embedding{nullptr};
   torch::Tensor mask_emb;
   torch::nn::ModuleList layer{nullptr};
@@ -182,6 +188,7 @@ class XLNetModelImpl : public torch::nn::Module {
   bool activation_checkpointing_ = false;
   AttentionOptions attention_;
   bool fused_elementwise_ = false;
+  bool cast_weights_together_ = true;
 };
 TORCH_MODULE(XLNetModel);
 

@@ -5,10 +5,13 @@
 // layer as it was before (fp32 concatenation, one autocast cast per
 // projection, separate key and value products, fp32 bias sums), and bf16
 // gradients against fp32 ones.
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "config/settings.h"
+#include "model/attention.h"
 #include "model/precision.h"
 #include "tests/model/test_util.h"
 
@@ -260,6 +263,97 @@ TEST(Bf16PathTest, MemoryInBf16GivesTheSameResultsAsFp32Memory) {
   const auto f = model->transformer->forward(bf16, {/*use_mems=*/true});
   EXPECT_EQ(f.new_mems[0].scalar_type(), torch::kFloat);
   EXPECT_EQ(f.last_hidden_state.scalar_type(), torch::kFloat);
+}
+
+// Forward on the PLM targets and backward of the logits times fixed
+// weights plus the content stream, under bf16 autocast on `device`;
+// gradients copied to the CPU.
+PathRun PlmRunOn(XLNetLMHeadModel& model, XLNetInputs x,
+                 const torch::Device& device) {
+  for (torch::Tensor* t : {&x.input_ids, &x.token_type_ids, &x.attention_mask,
+                           &x.perm_mask, &x.target_mapping}) {
+    if (t->defined()) *t = t->to(device);
+  }
+  for (auto& m : x.mems) m = m.to(device);
+  model->zero_grad();
+  PathRun r;
+  torch::Tensor loss;
+  {
+    AutocastGuard autocast(device, torch::kBFloat16);
+    r.out = model->forward(x);
+    torch::manual_seed(5);
+    const auto w = torch::randn(r.out.logits.sizes()).to(device);
+    loss = (r.out.logits.to(torch::kFloat) * w).sum() +
+           r.out.last_hidden_state.to(torch::kFloat).sum();
+  }
+  loss.backward();
+  r.out.logits = r.out.logits.cpu();
+  r.out.last_hidden_state = r.out.last_hidden_state.cpu();
+  if (r.out.query_hidden_state.defined()) {
+    r.out.query_hidden_state = r.out.query_hidden_state.cpu();
+  }
+  for (const auto& item : model->named_parameters()) {
+    if (item.value().grad().defined()) {
+      r.grads[item.key()] = item.value().grad().cpu();
+    }
+  }
+  return r;
+}
+
+// The layers' product weights cast together (WeightCasts) give the bits
+// that autocast's casts one per use give: outputs and every parameter's
+// gradient (each stream's cast back to fp32, then summed), with both
+// streams and the content stream alone, with and without the fused
+// element-wise tails, with the unfused attention core
+// and the fused one ('tiled' on the CPU, 'cuda' with XLNET_TEST_DEVICE=
+// cuda); afterwards the modules hold their fp32 parameters again.
+TEST(Bf16PathTest, WeightsCastTogetherGiveTheBitsOfCastsOneAtATime) {
+  const torch::Device device = testing::TestDevice();
+  for (const bool fused : {false, true}) {
+    for (const AttentionImpl impl :
+         {AttentionImpl::kUnfused,
+          device.is_cuda() ? AttentionImpl::kCuda : AttentionImpl::kTiled}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "fused " << fused << ", " << EnumName(impl));
+      auto model = MakeRandomModel(TinyConfig(), 37);
+      model->to(device);
+      model->train();  // dropout is 0 in TinyConfig
+      auto& tr = *model->transformer;
+      tr.SetFusedElementwise(fused);
+      AttentionOptions options;
+      options.impl = impl;
+      tr.SetAttention(options);
+      XLNetInputs two = InputsWithMems(tr.config(), 2, 8, 3, 5, 38);
+      XLNetInputs one = two;  // the content stream alone
+      one.perm_mask = one.target_mapping = torch::Tensor();
+      for (const XLNetInputs& x : {two, one}) {
+        // The reference: autocast's casts, one per use (its cache off: with
+        // it, a weight a product reads in both streams may share one cast,
+        // whose gradient sums the streams in bf16).
+        tr.SetCastWeightsTogether(false);
+        at::autocast::set_autocast_cache_enabled(false);
+        const PathRun apart = PlmRunOn(model, x, device);
+        at::autocast::set_autocast_cache_enabled(true);
+        tr.SetCastWeightsTogether(true);
+        const PathRun together = PlmRunOn(model, x, device);
+        EXPECT_TRUE(torch::equal(apart.out.logits, together.out.logits));
+        EXPECT_TRUE(torch::equal(apart.out.last_hidden_state,
+                                 together.out.last_hidden_state));
+        if (x.target_mapping.defined()) {
+          EXPECT_TRUE(torch::equal(apart.out.query_hidden_state,
+                                   together.out.query_hidden_state));
+        }
+        ASSERT_EQ(apart.grads.size(), together.grads.size());
+        for (const auto& [name, g] : apart.grads) {
+          EXPECT_TRUE(torch::equal(together.grads.at(name), g)) << name;
+        }
+      }
+      const auto params = tr.named_parameters();
+      const auto& attn = *tr.layer->ptr<XLNetLayerImpl>(0)->rel_attn;
+      EXPECT_TRUE(attn.q.is_same(params["layer.0.rel_attn.q"]));
+      EXPECT_EQ(attn.q.scalar_type(), torch::kFloat);
+    }
+  }
 }
 
 // bf16 autocast against fp32 on the golden model: every parameter gradient
