@@ -141,6 +141,13 @@ AutocastState CurrentAutocastState() {
   return state;
 }
 
+std::optional<torch::ScalarType> AutocastDtypeOf(const torch::Device& device) {
+  const AutocastState state = CurrentAutocastState();
+  if (device.is_cuda() && state.cuda_enabled) return state.cuda_dtype;
+  if (device.is_cpu() && state.cpu_enabled) return state.cpu_dtype;
+  return std::nullopt;
+}
+
 AutocastStateGuard::AutocastStateGuard(const AutocastState& state)
     : previous_(CurrentAutocastState()) {
   SetAutocastEnabled(/*cuda=*/false, state.cpu_enabled);

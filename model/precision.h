@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -57,6 +58,10 @@ struct AutocastState {
   torch::ScalarType cuda_dtype = torch::kHalf;
 };
 AutocastState CurrentAutocastState();
+
+// The dtype autocast casts to on `device`'s type while autocast is on for
+// that type in the calling thread; nullopt while it is off.
+std::optional<torch::ScalarType> AutocastDtypeOf(const torch::Device& device);
 
 // Sets `state` for its scope and restores the previous settings after.
 class AutocastStateGuard {

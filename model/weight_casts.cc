@@ -85,14 +85,6 @@ struct CastTogetherFunction
 };
 #endif
 
-// The autocast dtype of `device`'s type while autocast is on for it.
-std::optional<torch::ScalarType> AutocastDtypeOf(const torch::Device& device) {
-  const AutocastState state = CurrentAutocastState();
-  if (device.is_cuda() && state.cuda_enabled) return state.cuda_dtype;
-  if (device.is_cpu() && state.cpu_enabled) return state.cpu_dtype;
-  return std::nullopt;
-}
-
 }  // namespace
 
 WeightCasts::WeightCasts(std::vector<torch::Tensor*> once,

@@ -201,10 +201,7 @@ struct LayerContext {
 // gets exactly the dtype autocast would use.
 torch::ScalarType ComputeDtype(const torch::Tensor& x) {
   if (x.scalar_type() != torch::kFloat) return x.scalar_type();
-  const AutocastState state = CurrentAutocastState();
-  if (x.is_cuda() && state.cuda_enabled) return state.cuda_dtype;
-  if (x.is_cpu() && state.cpu_enabled) return state.cpu_dtype;
-  return torch::kFloat;
+  return AutocastDtypeOf(x.device()).value_or(torch::kFloat);
 }
 
 // One layer on both streams: h [B, L, D] and g [B, P, D] (or undefined) ->

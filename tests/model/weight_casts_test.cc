@@ -39,8 +39,9 @@ TEST(WeightCastsTest, SlotsHoldCastsWhoseGradientsReachTheOriginals) {
     const auto h = torch::matmul(x, slot_a);  // [5, 4]
     y0 = torch::matmul(h, slot_b);            // stream 0's copy of b
     casts.UseStream(1);
-    if (kCastsTogether)
+    if (kCastsTogether) {
       EXPECT_TRUE(torch::equal(slot_b, b.to(torch::kBFloat16)));
+    }
     y1 = torch::matmul(h.sin(), slot_b);  // stream 1's
   }
   EXPECT_TRUE(slot_a.is_same(a));
