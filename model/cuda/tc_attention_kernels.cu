@@ -156,19 +156,28 @@ __device__ __forceinline__ int64_t MatrixAt(const Layout& l, int64_t bh,
   return (bh / h) * l.b + (bh % h) * l.h;
 }
 
-// Starts copying rows [row0, row0 + rows) of a [*, kDh] matrix with row
+// Starts copying rows [row0, row0 + 64) of a [*, kDh] matrix with row
 // stride ld (zeros at and past `limit`) into shared memory with row stride
-// kDh + kPad.
+// kDh + kPad. Each thread copies the same 16-byte column piece of every
+// kPass-th row, so its addresses are one base and fixed steps: a few
+// instructions a piece rather than a division and 64-bit index arithmetic.
 template <typename T, int kDh>
-__device__ void LoadTileAsync(T* dst, const T* src, int64_t ld, int64_t row0,
-                              int rows, int64_t limit) {
-  constexpr int kPieces = kDh / 8;  // 8 elements = 16 bytes
-  for (int idx = threadIdx.x; idx < rows * kPieces; idx += kThreads) {
-    const int r = idx / kPieces, c = (idx % kPieces) * 8;
-    const int64_t row = row0 + r;
-    const bool valid = row < limit;
-    CopyAsync16(dst + r * (kDh + kPad) + c, src + (valid ? row * ld + c : 0),
-                valid ? 16 : 0);
+__device__ __forceinline__ void LoadTileAsync(T* dst, const T* src, int64_t ld,
+                                              int row0, int limit) {
+  constexpr int kRows = 64;
+  constexpr int kPieces = kDh / 8;           // 8 elements = 16 bytes
+  constexpr int kPass = kThreads / kPieces;  // rows copied a pass
+  static_assert(kThreads % kPieces == 0 && kRows % kPass == 0,
+                "whole passes of whole rows");
+  static_assert(kBlockRows == kRows && kBlockKeys == kRows, "64-row tiles");
+  const int r = threadIdx.x / kPieces, c = threadIdx.x % kPieces * 8;
+  const T* s = src + static_cast<int64_t>(row0 + r) * ld + c;
+  T* d = dst + r * (kDh + kPad) + c;
+#pragma unroll
+  for (int i = 0; i < kRows / kPass; ++i) {
+    const bool valid = row0 + r + i * kPass < limit;
+    CopyAsync16(d + i * kPass * (kDh + kPad), valid ? s : src, valid ? 16 : 0);
+    s += kPass * ld;
   }
 }
 
@@ -201,18 +210,26 @@ __host__ __device__ constexpr size_t SharedBytes() {
              sizeof(T);
 }
 
-// Starts copying the bd windows of key tile j0 for the block's rows.
+// Starts copying the bd windows of key tile j0 for the block's rows: two
+// threads a row, pieces 0-4 and 5-8 of its window.
 template <typename T>
-__device__ void LoadBdAsync(T* dst, const T* bd, const int64_t* win, int64_t j0,
-                            int64_t numel) {
+__device__ __forceinline__ void LoadBdAsync(T* dst, const T* bd,
+                                            const int64_t* win, int64_t j0,
+                                            int64_t numel) {
   constexpr int kPieces = kBdLd / 8;
-  for (int idx = threadIdx.x; idx < kBlockRows * kPieces; idx += kThreads) {
-    const int r = idx / kPieces, q = idx % kPieces;
-    const int64_t start = win[r] + j0 + q * 8;  // a multiple of 8
+  static_assert(kThreads == 2 * kBlockRows && kPieces == 9,
+                "a row's 9 pieces between two threads");
+  const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+  const int64_t start0 = win[r] + j0 + half * 40;  // multiples of 8
+  T* d = dst + r * kBdLd + half * 40;
+#pragma unroll
+  for (int q = 0; q < 5; ++q) {
+    if (half == 1 && q == 4) break;
+    const int64_t start = start0 + q * 8;
     const int64_t left = numel - start;
     const int bytes =
         start < 0 || left <= 0 ? 0 : static_cast<int>(left < 8 ? left * 2 : 16);
-    CopyAsync16(dst + r * kBdLd + q * 8, bd + (bytes > 0 ? start : 0), bytes);
+    CopyAsync16(d + q * 8, bd + (bytes > 0 ? start : 0), bytes);
   }
 }
 
@@ -271,11 +288,20 @@ struct KeyTiles {
   T* kv;         // [2][keys, values][kBlockKeys][kDh + kPad]
   T* bd;         // [2][kBlockRows][kBdLd]
 
-  __device__ explicit KeyTiles(unsigned char* smem)
+  const T* k;  // bh's keys, values, the position products
+  const T* v;
+  const T* bd_all;
+  int64_t bd_numel;
+
+  __device__ KeyTiles(unsigned char* smem, const Params& p, int64_t bh)
       : win(reinterpret_cast<int64_t*>(smem)),
         rows(reinterpret_cast<T*>(win + kBlockRows)),
         kv(rows + kBlockRows * (kDh + kPad)),
-        bd(kv + 4 * kTile) {}
+        bd(kv + 4 * kTile),
+        k(static_cast<const T*>(p.k) + MatrixAt(p.k_layout, bh, p.h)),
+        v(static_cast<const T*>(p.v) + MatrixAt(p.v_layout, bh, p.h)),
+        bd_all(static_cast<const T*>(p.bd)),
+        bd_numel(p.b * p.h * p.lq * p.rlen) {}
 
   __device__ const T* Keys(int x) const { return kv + x * 2 * kTile; }
   __device__ const T* Values(int x) const { return Keys(x) + kTile; }
@@ -283,14 +309,12 @@ struct KeyTiles {
 
   // Starts copying key tile j0's keys, values and the rows' bd windows
   // into buffer x (InitWindows done); the caller commits.
-  __device__ void LoadAsync(int x, const Params& p, int64_t bh, int j0) {
-    const T* k = static_cast<const T*>(p.k) + MatrixAt(p.k_layout, bh, p.h);
-    const T* v = static_cast<const T*>(p.v) + MatrixAt(p.v_layout, bh, p.h);
+  __device__ void LoadAsync(int x, const Params& p, int j0) {
     T* dst = kv + x * 2 * kTile;
-    LoadTileAsync<T, kDh>(dst, k, p.k_layout.t, j0, kBlockKeys, p.klen);
-    LoadTileAsync<T, kDh>(dst + kTile, v, p.v_layout.t, j0, kBlockKeys, p.klen);
-    LoadBdAsync(bd + x * kBlockRows * kBdLd, static_cast<const T*>(p.bd), win,
-                j0, p.b * p.h * p.lq * p.rlen);
+    const int klen = static_cast<int>(p.klen);
+    LoadTileAsync<T, kDh>(dst, k, p.k_layout.t, j0, klen);
+    LoadTileAsync<T, kDh>(dst + kTile, v, p.v_layout.t, j0, klen);
+    LoadBdAsync(bd + x * kBlockRows * kBdLd, bd_all, win, j0, bd_numel);
   }
 };
 
@@ -516,9 +540,9 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   // Within the 227 KiB an H100 block may opt into, 3 blocks an SM.
   static_assert(3 * SharedBytes<T, kDh>() <= 227 * 1024, "shared memory");
   extern __shared__ __align__(16) unsigned char smem[];
-  KeyTiles<T, kDh> tiles(smem);  // rows: the block's queries
 
   const int64_t bh = blockIdx.y;
+  KeyTiles<T, kDh> tiles(smem, p, bh);  // rows: the block's queries
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -529,8 +553,8 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   __syncthreads();
   LoadTileAsync<T, kDh>(
       tiles.rows, static_cast<const T*>(p.qw) + MatrixAt(p.qw_layout, bh, p.h),
-      p.qw_layout.t, i0, kBlockRows, p.lq);
-  tiles.LoadAsync(0, p, bh, 0);
+      p.qw_layout.t, static_cast<int>(i0), static_cast<int>(p.lq));
+  tiles.LoadAsync(0, p, 0);
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
@@ -554,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     const T* bd_tile = tiles.Bd(buf);
     const bool more = j0 + kBlockKeys < klen;
     if (more) {
-      tiles.LoadAsync(1 - buf, p, bh, j0 + kBlockKeys);
+      tiles.LoadAsync(1 - buf, p, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
     // This tile's mask words, read first so that the product hides their
@@ -746,21 +770,21 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
       static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h);
   const T* bd = static_cast<const T*>(p.bd);
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
+  const int lq = static_cast<int>(p.lq), klen = static_cast<int>(p.klen);
   const Dropout drop = MakeDropout(p);
   const float scale2 = p.scale * kLog2e;
   // Starts copying query tile i0 into buffer x (its rows set up).
-  auto load_tile = [&](int x, int64_t i0) {
+  auto load_tile = [&](int x, int i0) {
     DkDvBuffer<T, kDh>& buf = bufs[x];
-    LoadTileAsync<T, kDh>(buf.q, qw, p.qw_layout.t, i0, kBlockRows, p.lq);
-    LoadTileAsync<T, kDh>(buf.dout, dout, p.dout_layout.t, i0, kBlockRows,
-                          p.lq);
+    LoadTileAsync<T, kDh>(buf.q, qw, p.qw_layout.t, i0, lq);
+    LoadTileAsync<T, kDh>(buf.dout, dout, p.dout_layout.t, i0, lq);
     LoadBdAsync(buf.bd, bd, buf.win, j0, bd_numel);
     CopyAsyncCommit();
   };
 
   // This warp's 16 keys and values as A fragments (through buffer 1).
-  LoadTileAsync<T, kDh>(bufs[1].q, k, p.k_layout.t, j0, kBlockKeys, p.klen);
-  LoadTileAsync<T, kDh>(bufs[1].dout, v, p.v_layout.t, j0, kBlockKeys, p.klen);
+  LoadTileAsync<T, kDh>(bufs[1].q, k, p.k_layout.t, j0, klen);
+  LoadTileAsync<T, kDh>(bufs[1].dout, v, p.v_layout.t, j0, klen);
   CopyAsyncCommit();
   SetUpRows<T>(bufs[0].rows, bufs[0].win, p, bh, 0, j0, drop.threshold);
   CopyAsyncWaitAll();
@@ -784,7 +808,7 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     }
     CopyAsyncWaitAll();
     __syncthreads();  // tile x arrived; the next tile's rows set up
-    if (more) load_tile(1 - x, i0 + kBlockRows);
+    if (more) load_tile(1 - x, static_cast<int>(i0) + kBlockRows);
     const DkDvBuffer<T, kDh>& buf = bufs[x];
 
     // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x 64 rows.
@@ -844,9 +868,9 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   constexpr int kKeyBlocks = kBlockKeys / 8;
   constexpr int kOutBlocks = kDh / 8;
   extern __shared__ __align__(16) unsigned char smem[];
-  KeyTiles<T, kDh> tiles(smem);  // rows: queries, then output gradients
 
   const int64_t bh = blockIdx.y;
+  KeyTiles<T, kDh> tiles(smem, p, bh);  // rows: queries, then output gradients
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -858,7 +882,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   // reused), then the output gradient into the same place.
   LoadTileAsync<T, kDh>(
       tiles.rows, static_cast<const T*>(p.qw) + MatrixAt(p.qw_layout, bh, p.h),
-      p.qw_layout.t, i0, kBlockRows, p.lq);
+      p.qw_layout.t, static_cast<int>(i0), static_cast<int>(p.lq));
   CopyAsyncCommit();
   CopyAsyncWaitAll();
   __syncthreads();
@@ -868,8 +892,8 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   LoadTileAsync<T, kDh>(
       tiles.rows,
       static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h),
-      p.dout_layout.t, i0, kBlockRows, p.lq);
-  tiles.LoadAsync(0, p, bh, 0);
+      p.dout_layout.t, static_cast<int>(i0), static_cast<int>(p.lq));
+  tiles.LoadAsync(0, p, 0);
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
@@ -916,7 +940,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     const T* bd_tile = tiles.Bd(buf);
     const bool more = j0 + kBlockKeys < klen;
     if (more) {
-      tiles.LoadAsync(1 - buf, p, bh, j0 + kBlockKeys);
+      tiles.LoadAsync(1 - buf, p, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
     const Words w = LoadWords(p, rows, j0);
