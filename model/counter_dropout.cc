@@ -20,10 +20,10 @@ void KeepRowPortable(const AttentionDropout& d, uint32_t threshold, int64_t bh,
                      int64_t i, int64_t j0, int64_t m, uint8_t* keep) {
   int64_t j = j0;
   while (j < j0 + m) {
-    const int64_t base = j & ~int64_t{3};
+    const int64_t base = j & ~int64_t{kKeysPerDraw - 1};
     const uint32_t bits =
-        AttentionKeepBits4(d.seed, d.offset, bh, i, base, threshold);
-    for (; j < base + 4 && j < j0 + m; ++j)
+        AttentionKeepBits8(d.seed, d.offset, bh, i, base, threshold);
+    for (; j < base + kKeysPerDraw && j < j0 + m; ++j)
       keep[j - j0] = (bits >> (j - base)) & 1u;
   }
 }
@@ -42,29 +42,35 @@ __attribute__((target("avx2"))) inline void MulHiLo8(__m256i a, __m256i m,
   *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
 }
 
-// -1 in the lanes whose draw x keeps its key: (x >> 8) < threshold.
-__attribute__((target("avx2"))) inline __m256i Kept8(__m256i x, __m256i thr) {
-  return _mm256_cmpgt_epi32(thr, _mm256_srli_epi32(x, 8));
+// -1 in the 16-bit lanes of x below `below` + 1 (the threshold): x <
+// threshold iff max(x, threshold - 1) == threshold - 1, as AVX2 has no
+// unsigned 16-bit compare.
+__attribute__((target("avx2"))) inline __m256i Kept16(__m256i x,
+                                                      __m256i below) {
+  return _mm256_cmpeq_epi16(_mm256_max_epu16(x, below), below);
 }
 
-// KeepRowPortable with Philox on 8 counters (32 keys) per step in AVX2.
+// KeepRowPortable with Philox on 8 counters (64 keys) per step in AVX2.
 __attribute__((target("avx2"))) void KeepRowAvx2(const AttentionDropout& d,
                                                  uint32_t threshold, int64_t bh,
                                                  int64_t i, int64_t j0,
                                                  int64_t m, uint8_t* keep) {
+  if (threshold == 0 || threshold > 0xFFFFu) {  // none or every key kept
+    return KeepRowPortable(d, threshold, bh, i, j0, m, keep);
+  }
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
   const __m256i w0 = _mm256_set1_epi32(static_cast<int>(0x9E3779B9u));
   const __m256i w1 = _mm256_set1_epi32(static_cast<int>(0xBB67AE85u));
-  const __m256i thr = _mm256_set1_epi32(static_cast<int>(threshold));
+  const __m256i below = _mm256_set1_epi16(static_cast<int16_t>(threshold - 1u));
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i one = _mm256_set1_epi8(1);
   const __m256i key0 = _mm256_set1_epi32(static_cast<int>(d.seed));
   const __m256i key1 = _mm256_set1_epi32(
       static_cast<int>(static_cast<uint32_t>(d.seed >> 32) ^
                        static_cast<uint32_t>(d.offset >> 32)));
-  alignas(32) uint8_t block[32];
-  for (int64_t g = j0 >> 2; 4 * g < j0 + m; g += 8) {
+  alignas(32) uint8_t block[64];
+  for (int64_t g = j0 >> 3; 8 * g < j0 + m; g += 8) {
     __m256i c0 =
         _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(g)), lanes);
     __m256i c1 = _mm256_set1_epi32(static_cast<int>(i));
@@ -82,26 +88,33 @@ __attribute__((target("avx2"))) void KeepRowAvx2(const AttentionDropout& d,
       k0 = _mm256_add_epi32(k0, w0);
       k1 = _mm256_add_epi32(k1, w1);
     }
-    // Word w of counter t keeps key 4 (g + t) + w: (x >> 8) < threshold.
-    const __m256i a = Kept8(c0, thr), b = Kept8(c1, thr), c = Kept8(c2, thr),
-                  e = Kept8(c3, thr);
-    // Transpose to counter-major order within each 128-bit half, then pack
-    // 32 -> 16 -> 8 bits: bytes t0w0..t0w3 t1w0 .. t3w3 | t4w0 .. t7w3.
+    // Word w of counter t keeps keys 8 (g + t) + 2w (low half) and + 2w + 1
+    // (high half): as 16-bit lanes, a 32-bit lane t holds both in key order.
+    const __m256i a = Kept16(c0, below), b = Kept16(c1, below),
+                  c = Kept16(c2, below), e = Kept16(c3, below);
+    // Transpose to counter-major order within each 128-bit half (32-bit
+    // lanes: t0w0..t0w3, i.e. counter 0's 8 keys, then counter 1 ...;
+    // half 1: counters 4..7), pack 16 -> 8 bits, and put the halves'
+    // counters in order.
     const __m256i ab_lo = _mm256_unpacklo_epi32(a, b),
                   ab_hi = _mm256_unpackhi_epi32(a, b);
     const __m256i ce_lo = _mm256_unpacklo_epi32(c, e),
                   ce_hi = _mm256_unpackhi_epi32(c, e);
-    const __m256i t0 = _mm256_unpacklo_epi64(ab_lo, ce_lo);
-    const __m256i t1 = _mm256_unpackhi_epi64(ab_lo, ce_lo);
-    const __m256i t2 = _mm256_unpacklo_epi64(ab_hi, ce_hi);
-    const __m256i t3 = _mm256_unpackhi_epi64(ab_hi, ce_hi);
-    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(t0, t1),
-                                             _mm256_packs_epi32(t2, t3));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(block),
-                       _mm256_and_si256(bytes, one));
-    const int64_t first = std::max(j0, 4 * g),
-                  last = std::min(j0 + m, 4 * g + 32);
-    std::memcpy(keep + (first - j0), block + (first - 4 * g), last - first);
+    const __m256i t0 = _mm256_unpacklo_epi64(ab_lo, ce_lo);  // 0 | 4
+    const __m256i t1 = _mm256_unpackhi_epi64(ab_lo, ce_lo);  // 1 | 5
+    const __m256i t2 = _mm256_unpacklo_epi64(ab_hi, ce_hi);  // 2 | 6
+    const __m256i t3 = _mm256_unpackhi_epi64(ab_hi, ce_hi);  // 3 | 7
+    const __m256i p01 = _mm256_packs_epi16(t0, t1);          // 0 1 | 4 5
+    const __m256i p23 = _mm256_packs_epi16(t2, t3);          // 2 3 | 6 7
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(block),
+        _mm256_and_si256(_mm256_permute2x128_si256(p01, p23, 0x20), one));
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(block + 32),
+        _mm256_and_si256(_mm256_permute2x128_si256(p01, p23, 0x31), one));
+    const int64_t first = std::max(j0, 8 * g),
+                  last = std::min(j0 + m, 8 * g + 64);
+    std::memcpy(keep + (first - j0), block + (first - 8 * g), last - first);
   }
 }
 #endif
@@ -176,9 +189,9 @@ torch::Tensor AttentionDropoutKeepMask(int64_t b, int64_t h, int64_t lq,
   for (int64_t bh = 0; bh < b * h; ++bh) {
     for (int64_t i = 0; i < lq; ++i) {
       for (int64_t j = 0; j < k; ++j) {
-        const uint32_t bits = AttentionKeepBits4(d.seed, d.offset, bh, i,
-                                                 j & ~int64_t{3}, threshold);
-        data[(bh * lq + i) * k + j] = (bits >> (j & 3)) & 1u;
+        const uint32_t bits = AttentionKeepBits8(d.seed, d.offset, bh, i,
+                                                 j & ~int64_t{7}, threshold);
+        data[(bh * lq + i) * k + j] = (bits >> (j & 7)) & 1u;
       }
     }
   }

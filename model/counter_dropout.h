@@ -25,7 +25,7 @@ namespace xlnet {
 uint64_t DrawCpuSeed();
 
 // keep[c] = 1 iff key j0 + c of attention row (bh, i) survives dropout `d`
-// (bh = batch * H + head), for c < m: AttentionKeepBits4's decisions
+// (bh = batch * H + head), for c < m: AttentionKeepBits8's decisions
 // (philox.h) with `threshold` = AttentionKeepThreshold(d.p). Vectorised
 // (AVX2) where the CPU has it; KeepRowPortable is the scalar version, and
 // both give the same bytes.

@@ -54,10 +54,10 @@ void RowFactors(const DropSpec& d, int64_t row, int64_t cols, float* factor) {
     std::fill(factor, factor + cols, 1.f);
     return;
   }
-  for (int64_t c0 = 0; c0 < cols; c0 += 4) {
+  for (int64_t c0 = 0; c0 < cols; c0 += kKeysPerDraw) {
     const uint32_t bits =
-        AttentionKeepBits4(d.seed, d.offset, d.stream, row, c0, d.threshold);
-    for (int64_t t = 0; t < 4 && c0 + t < cols; ++t)
+        AttentionKeepBits8(d.seed, d.offset, d.stream, row, c0, d.threshold);
+    for (int64_t t = 0; t < kKeysPerDraw && c0 + t < cols; ++t)
       factor[c0 + t] = (bits >> t) & 1u ? d.scale : 0.f;
   }
 }

@@ -11,8 +11,8 @@
 //
 // Dropout is counter-based (model/philox.h): element (row, col) of the
 // input seen as [rows, cols] (cols = last dimension) is kept iff
-// AttentionKeepBits4(seed, offset, stream, row, col & ~3, threshold) has bit
-// col & 3 set, stream a constant per op; kept values are scaled by
+// AttentionKeepBits8(seed, offset, stream, row, col & ~7, threshold) has bit
+// col & 7 set, stream a constant per op; kept values are scaled by
 // 1 / (1 - p). Backward regenerates the mask instead of storing it. CPU
 // tensors run plain C++ loops (the reference, fp32 arithmetic), CUDA tensors
 // the kernels of cuda/fused_elementwise_kernels.cu (builds with

@@ -4,13 +4,18 @@
 // CUDA kernel (nvcc) draw the same stream from the same code.
 //
 // Dropout of attention probability (b, h, i, j) (batch, head, query row i of
-// the stream's Lq rows, key j) keeps the element iff
-//   Philox(counter = {j / 4, i, b * H + h, offset_lo},
-//          key = {seed_lo, seed_hi ^ offset_hi})[j % 4] >> 8  <  threshold
-// with threshold = floor((1 - p) * 2^24) (AttentionKeepThreshold); kept
+// the stream's Lq rows, key j) keeps the element iff the 16-bit half
+//   x = Philox(counter = {j / 8, i, b * H + h, offset_lo},
+//              key = {seed_lo, seed_hi ^ offset_hi})[(j % 8) / 2]
+//   x_j = j even ? x & 0xFFFF : x >> 16
+// is below threshold = floor((1 - p) * 2^16) (AttentionKeepThreshold); kept
 // values are scaled by 1 / (1 - p). The decision depends only on (seed,
 // offset, b, h, i, j), so forward and its recomputation in backward agree
-// whatever the tiling, thread count or device.
+// whatever the tiling, thread count or device. One Philox block (10 rounds)
+// decides 8 keys, two per 32-bit word: the keep probability is exact to
+// 2^-16 (FlashAttention's 8-bit draws: 2^-8; cuDNN's: 1/16), at half the
+// draws of one decision a word, which matters because the draws are the
+// largest part of the fused forward's instructions.
 #pragma once
 
 #include <cstdint>
@@ -54,25 +59,30 @@ XLNET_HOST_DEVICE Philox4x32 Philox4x32_10(uint32_t c0, uint32_t c1,
   return {{c0, c1, c2, c3}};
 }
 
-// The 24-bit threshold below which a draw keeps its element: keep
-// probability (1 - p) up to 2^-24.
+// Keys decided by one Philox block.
+constexpr int kKeysPerDraw = 8;
+
+// The 16-bit threshold below which a draw keeps its element: keep
+// probability (1 - p) up to 2^-16 (2^16, every draw kept, at p = 0).
 XLNET_HOST_DEVICE uint32_t AttentionKeepThreshold(double p) {
-  return static_cast<uint32_t>((1.0 - p) * 16777216.0);
+  return static_cast<uint32_t>((1.0 - p) * 65536.0);
 }
 
-// Keep decisions of keys j0 .. j0 + 3 (j0 a multiple of 4) for row (b, h, i):
+// Keep decisions of keys j0 .. j0 + 7 (j0 a multiple of 8) for row (b, h, i):
 // bit t set = key j0 + t kept.
-XLNET_HOST_DEVICE uint32_t AttentionKeepBits4(uint64_t seed, uint64_t offset,
+XLNET_HOST_DEVICE uint32_t AttentionKeepBits8(uint64_t seed, uint64_t offset,
                                               int64_t bh, int64_t i, int64_t j0,
                                               uint32_t threshold) {
   const Philox4x32 r = Philox4x32_10(
-      static_cast<uint32_t>(j0 >> 2), static_cast<uint32_t>(i),
+      static_cast<uint32_t>(j0 >> 3), static_cast<uint32_t>(i),
       static_cast<uint32_t>(bh), static_cast<uint32_t>(offset),
       static_cast<uint32_t>(seed),
       static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(offset >> 32));
   uint32_t bits = 0;
-  for (int t = 0; t < 4; ++t)
-    bits |= ((r.x[t] >> 8) < threshold ? 1u : 0u) << t;
+  for (int w = 0; w < 4; ++w) {
+    bits |= ((r.x[w] & 0xFFFFu) < threshold ? 1u : 0u) << (2 * w);
+    bits |= ((r.x[w] >> 16) < threshold ? 1u : 0u) << (2 * w + 1);
+  }
   return bits;
 }
 

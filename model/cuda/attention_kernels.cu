@@ -189,9 +189,9 @@ __device__ __forceinline__ float DropoutScale(const Params& p, int64_t bh,
                                               int64_t i, int64_t j) {
   if (p.dropout <= 0) return 1.f;
   const uint32_t bits =
-      AttentionKeepBits4(p.seed, p.offset, bh, i, j & ~int64_t{3},
+      AttentionKeepBits8(p.seed, p.offset, bh, i, j & ~int64_t{7},
                          AttentionKeepThreshold(p.dropout));
-  return (bits >> (j & 3)) & 1u ? static_cast<float>(1.0 / (1.0 - p.dropout))
+  return (bits >> (j & 7)) & 1u ? static_cast<float>(1.0 / (1.0 - p.dropout))
                                 : 0.f;
 }
 

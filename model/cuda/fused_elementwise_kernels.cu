@@ -2,7 +2,7 @@
 // fused_elementwise_kernels.h.
 //
 // BiasAct: a block of 256 threads covers 1024 columns of a chunk of rows;
-// each thread owns 4 consecutive columns (one Philox draw gives their 4
+// each thread owns 4 consecutive columns (half of one Philox draw's 8
 // dropout decisions, one 4-wide load when cols % 4 == 0) and walks the
 // chunk's rows, so its bias values stay in registers and backward sums
 // its columns' bias gradient in registers before writing one partial row
@@ -89,8 +89,10 @@ __device__ __forceinline__ void DropFactors(const Dropout& d, int64_t row,
     for (int t = 0; t < 4; ++t) f[t] = 1.f;
     return;
   }
-  const uint32_t bits =
-      AttentionKeepBits4(d.seed, d.offset, d.stream, row, c0, d.threshold);
+  // c0's half of the draw of its 8 columns.
+  const uint32_t bits = AttentionKeepBits8(d.seed, d.offset, d.stream, row,
+                                           c0 & ~int64_t{7}, d.threshold) >>
+                        (c0 & 4);
 #pragma unroll
   for (int t = 0; t < 4; ++t) f[t] = (bits >> t) & 1u ? d.scale : 0.f;
 }

@@ -5,8 +5,8 @@
 //
 // Both ops see their input as rows x cols, row-major and contiguous (cols =
 // the last dimension). Dropout keeps element (row, col) iff
-//   AttentionKeepBits4(seed, offset, stream, row, col & ~3, threshold)
-// has bit (col & 3) set (model/philox.h), so the CPU loops and these kernels
+//   AttentionKeepBits8(seed, offset, stream, row, col & ~7, threshold)
+// has bit (col & 7) set (model/philox.h), so the CPU loops and these kernels
 // drop the same elements, and backward regenerates the mask instead of
 // storing it.
 //

@@ -485,44 +485,48 @@ __device__ __forceinline__ float ScoreLog2(const Rows& rows, const Words& w,
   return Bit(w.blocked[u], jj) ? -INFINITY : x;
 }
 
-// Keep bits of keys j, j + 1 (j = j0 + 8n + 2t) for the thread's two rows:
-// bit 0 = key j, bit 1 = key j + 1. The 4 lanes of a group need 4 Philox
-// blocks (2 rows x keys j0 + 8n .. + 3 and + 4 .. + 7); each lane draws one
-// and the group shares them, so no block is drawn twice. All lanes call.
-// Returns the lane's own draw: 4 keep bits of row t & 1, keys
-// j0 + 8n + 4 (t >> 1) ...
-__device__ __forceinline__ uint32_t PairKeep(uint32_t keep[2], const Params& p,
-                                             const Rows& rows, int64_t bh,
-                                             int j0, int n, int lane, int klen,
+// Keep bits of keys j, j + 1 (j = j0 + 8n + 2t) for the thread's two rows
+// u and the n-blocks n = 2m + x: keep[x][u], bit 0 = key j, bit 1 = key
+// j + 1. A Philox block decides one row's 8 keys of an n-block, so the 4
+// lanes of a group need 4 blocks for the pair (2 rows x 2 n-blocks); lane
+// t draws row t & 1's of n-block 2m + (t >> 1), and the group shares them,
+// so no block is drawn twice. All lanes call. Returns the lane's own draw.
+__device__ __forceinline__ uint32_t PairKeep(uint32_t keep[2][2],
+                                             const Params& p, const Rows& rows,
+                                             int64_t bh, int j0, int m,
+                                             int lane, int klen,
                                              uint32_t threshold) {
   const int t = lane % 4;
-  const int block = j0 + n * 8 + 4 * (t >> 1);
+  const int block = j0 + (2 * m + (t >> 1)) * kKeysPerDraw;
   // Selects, not rows.live[t & 1]: a runtime index would put Rows in local
   // memory.
   const bool live = t & 1 ? rows.live[1] : rows.live[0];
   const int row = t & 1 ? rows.row[1] : rows.row[0];
   const uint32_t mine =
       live && block < klen
-          ? AttentionKeepBits4(p.seed, p.offset, bh, row, block, threshold)
-          : 0xFu;
-  const int shift = 2 * (t & 1);  // key j's place in its block of 4
-  keep[0] = __shfl_sync(0xffffffffu, mine, lane & ~1) >> shift;
-  keep[1] = __shfl_sync(0xffffffffu, mine, lane | 1) >> shift;
+          ? AttentionKeepBits8(p.seed, p.offset, bh, row, block, threshold)
+          : 0xFFu;
+  const int group = lane & ~3;
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      keep[x][u] = __shfl_sync(0xffffffffu, mine, group + 2 * x + u) >> (2 * t);
+    }
+  }
   return mine;
 }
 
 // The keep words of row t & 1 and a 64-key tile from the group's draws:
-// `mine` holds PairKeep's draws of n-blocks 0 .. 7 (nibble n: keys 8n +
-// 4 (t >> 1) ..), so lanes t and t ^ 2 hold the two halves of each byte.
-// All lanes call.
+// byte m of `mine` is PairKeep's draw m (keys 8 (2m + (t >> 1)) .. + 7), so
+// lanes t and t ^ 2 hold alternate bytes of each word. All lanes call.
 __device__ __forceinline__ uint2 KeepWords(uint32_t mine, int t) {
+  const int s = t >> 1;
   uint32_t w[2];
 #pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    uint32_t v = (mine >> (16 * x)) & 0xFFFFu;  // n-blocks 4x .. 4x + 3
-    v = ((v & 0xFF00u) << 8) | (v & 0xFFu);
-    v = ((v & 0x00F000F0u) << 4) | (v & 0x000F000Fu);  // nibble n at 8n
-    v <<= 4 * (t >> 1);
+  for (int x = 0; x < 2; ++x) {  // n-blocks 4x .. 4x + 3: draws 2x, 2x + 1
+    const uint32_t v = ((mine >> (16 * x)) & 0xFFu) << (8 * s) |
+                       ((mine >> (16 * x + 8)) & 0xFFu) << (8 * (2 + s));
     w[x] = v | __shfl_xor_sync(0xffffffffu, v, 2);
   }
   return make_uint2(w[0], w[1]);
@@ -613,13 +617,20 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
       m[u] = m_new;
       l[u] *= alpha[u];
     }
-    uint32_t mine = 0;  // this lane's draws, a nibble an n-block
+    uint32_t mine = 0;  // this lane's draws, a byte a pair of n-blocks
+    uint32_t pair[2][2];
+    static_assert(kKeyBlocks % 2 == 0, "n-blocks in pairs");
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
       uint32_t keep[2] = {~0u, ~0u};
       if (drop.threshold != 0) {
-        mine |= PairKeep(keep, p, rows, bh, j0, n, lane, klen, drop.threshold)
-                << (4 * n);
+        if (n % 2 == 0) {
+          mine |=
+              PairKeep(pair, p, rows, bh, j0, n / 2, lane, klen, drop.threshold)
+              << (8 * (n / 2));
+        }
+        keep[0] = pair[n % 2][0];
+        keep[1] = pair[n % 2][1];
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {

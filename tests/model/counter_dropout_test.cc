@@ -18,20 +18,21 @@ namespace {
 
 using testing::MaskCorrelation;
 
-// KeepRow takes 32 keys per AVX2 step (where the CPU has AVX2) and the
-// scalar path 4 per Philox call: rows longer than 16 keys, starting at every
-// offset within a block, must give the same decisions.
+// KeepRow takes 64 keys per AVX2 step (where the CPU has AVX2) and the
+// scalar path 8 per Philox call: rows shorter and longer than a step,
+// starting at every offset within a block, must give the same decisions, at
+// thresholds near both ends too.
 TEST(CounterDropoutTest, VectorisedAndScalarRowsAgree) {
   std::vector<uint8_t> fast(300), slow(300);
   int64_t rows = 0;
-  for (double p : {0.1, 0.5, 0.9}) {
+  for (double p : {0.0, 0.1, 0.5, 0.9, 1e-5, 0.99999}) {
     AttentionDropout d;
     d.p = p;
     d.seed = 0x9E3779B97F4A7C15ull;
     d.offset = 7;
     const uint32_t threshold = AttentionKeepThreshold(p);
-    for (int64_t m : {1, 3, 16, 17, 31, 32, 33, 64, 100, 257}) {
-      for (int64_t j0 : {0, 1, 3, 4, 5, 31, 32, 33}) {
+    for (int64_t m : {1, 3, 16, 17, 63, 64, 65, 100, 129, 257}) {
+      for (int64_t j0 : {0, 1, 3, 4, 7, 8, 9, 63}) {
         for (int64_t bh : {0, 5, 95}) {
           const int64_t i = 3 * bh + m;
           KeepRow(d, threshold, bh, i, j0, m, fast.data());
@@ -45,7 +46,36 @@ TEST(CounterDropoutTest, VectorisedAndScalarRowsAgree) {
       }
     }
   }
-  EXPECT_EQ(rows, 3 * 10 * 8 * 3);
+  EXPECT_EQ(rows, 6 * 10 * 8 * 3);
+}
+
+// The decision rule of philox.h, spelled out: key j0 + 2w + h of a block is
+// kept iff half h (0 low, 1 high) of Philox word w is below the 16-bit
+// threshold, and the threshold is floor((1 - p) 2^16).
+TEST(CounterDropoutTest, KeepBitsAreTheDrawsHalvesBelowTheThreshold) {
+  EXPECT_EQ(AttentionKeepThreshold(0.1), 58982u);
+  EXPECT_EQ(AttentionKeepThreshold(0.5), 32768u);
+  EXPECT_EQ(AttentionKeepThreshold(0.0), 65536u);
+  const uint64_t seed = 0x0123456789ABCDEFull, offset = 0x0000000500000003ull;
+  for (uint32_t threshold : {0u, 1u, 30000u, 58982u, 65535u, 65536u}) {
+    for (int64_t j0 : {0, 8, 800}) {
+      const int64_t bh = 7, i = 11;
+      const Philox4x32 r = Philox4x32_10(
+          static_cast<uint32_t>(j0 / 8), static_cast<uint32_t>(i),
+          static_cast<uint32_t>(bh), static_cast<uint32_t>(offset),
+          static_cast<uint32_t>(seed),
+          static_cast<uint32_t>(seed >> 32) ^
+              static_cast<uint32_t>(offset >> 32));
+      const uint32_t bits =
+          AttentionKeepBits8(seed, offset, bh, i, j0, threshold);
+      for (int key = 0; key < 8; ++key) {
+        const uint32_t half =
+            key % 2 == 0 ? r.x[key / 2] & 0xFFFFu : r.x[key / 2] >> 16;
+        EXPECT_EQ((bits >> key) & 1u, half < threshold ? 1u : 0u)
+            << "threshold " << threshold << ", key " << j0 + key;
+      }
+    }
+  }
 }
 
 // The attention op's masks as training draws them: one seed per call from
@@ -74,7 +104,7 @@ TEST(CounterDropoutTest, AttentionMasksAreIndependentAcrossCallsHeadsAndRows) {
           << "calls " << c << " and " << o;
     }
     // Heads of one call, batch rows, query rows, neighbouring keys (which
-    // share a Philox output 4 at a time).
+    // share a Philox output 8 at a time, two a 32-bit word).
     EXPECT_LT(std::abs(MaskCorrelation(m.select(1, 0), m.select(1, 1))),
               bound * 2)
         << "heads 0 and 1, call " << c;

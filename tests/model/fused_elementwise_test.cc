@@ -299,11 +299,12 @@ TEST(FusedElementwiseDropoutTest, DecisionsAndCallsAreIndependent) {
   }
   for (size_t i = 0; i < masks.size(); ++i) {
     const torch::Tensor& m = masks[i];
-    // Each of the four decisions of one Philox output keeps at 1 - p.
-    const double sigma = std::sqrt(p * (1 - p) / (rows * cols / 4));
-    for (int64_t lane = 0; lane < 4; ++lane) {
+    // Each of the eight decisions of one Philox output (the low and high
+    // halves of its four words) keeps at 1 - p.
+    const double sigma = std::sqrt(p * (1 - p) / (rows * cols / 8));
+    for (int64_t lane = 0; lane < 8; ++lane) {
       const double kept =
-          m.slice(1, lane, cols, 4).to(torch::kDouble).mean().item<double>();
+          m.slice(1, lane, cols, 8).to(torch::kDouble).mean().item<double>();
       EXPECT_NEAR(kept, 1 - p, 5 * sigma) << "mask " << i << " lane " << lane;
     }
     // Neighbouring columns (within and across Philox outputs) and rows.

@@ -306,7 +306,7 @@ TEST(TiledAttentionTest, DropoutIsDeterministicAndMatchesItsMask) {
   auto ref =
       torch::matmul(prob, x[2]).masked_fill(in.bias.mask.all(3, true), 0.0);
   EXPECT_LT(MaxAbsDiff(a, ref), 1e-5);
-  // Key tiles starting anywhere inside a Philox group of 4 keys.
+  // Key tiles starting anywhere inside a Philox group of 8 keys.
   for (AttentionTiles tiles :
        {AttentionTiles{2, 5}, AttentionTiles{4, 7}, AttentionTiles{1, 13}}) {
     EXPECT_LT(MaxAbsDiff(run(d, tiles), ref), 1e-5)
