@@ -112,6 +112,12 @@ __device__ __forceinline__ void CopyAsync16(void* dst, const void* src,
                "l"(src), "r"(bytes));
 }
 
+// 8 bytes global -> shared (sm_80+), through L1.
+__device__ __forceinline__ void CopyAsync8(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
+}
+
 __device__ __forceinline__ void CopyAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -200,14 +206,19 @@ __device__ __forceinline__ float Exp2(float x) {
 // the row reads it at offset start(r) % 8.
 constexpr int kBdLd = kBlockKeys + 8;
 
+// A row's 32-bit words of a key tile in shared memory: blocked (2),
+// other segment (2), the forward's keep bits (2).
+constexpr int kWordsLd = 6;
+
 // Shared memory of one block: window starts, queries, two buffers of keys
-// and values, two of position products.
+// and values, two of position products, two of the rows' words.
 template <typename T, int kDh>
 __host__ __device__ constexpr size_t SharedBytes() {
   return kBlockRows * sizeof(int64_t) +
          (kBlockRows * (kDh + kPad) + 4 * kBlockKeys * (kDh + kPad) +
           2 * kBlockRows * kBdLd) *
-             sizeof(T);
+             sizeof(T) +
+         2 * kBlockRows * kWordsLd * sizeof(uint32_t);
 }
 
 // Starts copying the bd windows of key tile j0 for the block's rows: two
@@ -277,9 +288,11 @@ __device__ __forceinline__ void InitWindows(int64_t* win_s, const Params& p,
 
 // The shared memory of ForwardKernel and DqKernel (SharedBytes): window
 // starts, a tile of 64 query rows (queries, or output gradients), and two
-// buffers of a key tile's keys, values and bd windows, so that the next
-// tile is copied while this one is used. Buffer x is found by offset (an
-// array of pointers indexed by x would live in local memory).
+// buffers of a key tile's keys, values, bd windows and the rows' mask words,
+// so that the next tile is copied while this one is used (the words too:
+// read from global memory at the top of a tile, their latency stalled the
+// query-tile kernel). Buffer x is found by offset (an array of pointers
+// indexed by x would live in local memory).
 template <typename T, int kDh>
 struct KeyTiles {
   static constexpr int kTile = kBlockKeys * (kDh + kPad);
@@ -287,34 +300,63 @@ struct KeyTiles {
   T* rows;       // [kBlockRows][kDh + kPad]
   T* kv;         // [2][keys, values][kBlockKeys][kDh + kPad]
   T* bd;         // [2][kBlockRows][kBdLd]
+  uint32_t* words;  // [2][kBlockRows][kWordsLd]
 
   const T* k;  // bh's keys, values, the position products
   const T* v;
   const T* bd_all;
   int64_t bd_numel;
+  // This thread's word copies, of row threadIdx.x / 2 (rows past Lq read
+  // row Lq - 1): even threads its blocked words and, with `keep`, its keep
+  // words; odd threads its other-segment words (null without segments).
+  const uint32_t* word_src;
+  const uint32_t* keep_src;
 
-  __device__ KeyTiles(unsigned char* smem, const Params& p, int64_t bh)
+  // keep: copy the forward's keep bits too (the query-tile backward with
+  // dropout).
+  __device__ KeyTiles(unsigned char* smem, const Params& p, int64_t bh,
+                      int64_t i0, bool keep)
       : win(reinterpret_cast<int64_t*>(smem)),
         rows(reinterpret_cast<T*>(win + kBlockRows)),
         kv(rows + kBlockRows * (kDh + kPad)),
         bd(kv + 4 * kTile),
+        words(reinterpret_cast<uint32_t*>(bd + 2 * kBlockRows * kBdLd)),
         k(static_cast<const T*>(p.k) + MatrixAt(p.k_layout, bh, p.h)),
         v(static_cast<const T*>(p.v) + MatrixAt(p.v_layout, bh, p.h)),
         bd_all(static_cast<const T*>(p.bd)),
-        bd_numel(p.b * p.h * p.lq * p.rlen) {}
+        bd_numel(p.b * p.h * p.lq * p.rlen) {
+    static_assert(kThreads == 2 * kBlockRows, "two threads a row");
+    const int64_t r = min(i0 + threadIdx.x / 2, p.lq - 1);
+    const int64_t b = bh / p.h, kw = BitWords(p.klen);
+    if (threadIdx.x % 2 == 0) {
+      word_src = p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw;
+      keep_src = keep ? p.keep + (bh * p.lq + r) * kw : nullptr;
+    } else {
+      word_src = p.other != nullptr ? p.other + (b * p.lq + r) * kw : nullptr;
+      keep_src = nullptr;
+    }
+  }
 
   __device__ const T* Keys(int x) const { return kv + x * 2 * kTile; }
   __device__ const T* Values(int x) const { return Keys(x) + kTile; }
   __device__ const T* Bd(int x) const { return bd + x * kBlockRows * kBdLd; }
+  __device__ const uint32_t* Words(int x) const {
+    return words + x * kBlockRows * kWordsLd;
+  }
 
-  // Starts copying key tile j0's keys, values and the rows' bd windows
-  // into buffer x (InitWindows done); the caller commits.
+  // Starts copying key tile j0's keys, values, the rows' bd windows and
+  // words into buffer x (InitWindows done); the caller commits.
   __device__ void LoadAsync(int x, const Params& p, int j0) {
     T* dst = kv + x * 2 * kTile;
     const int klen = static_cast<int>(p.klen);
     LoadTileAsync<T, kDh>(dst, k, p.k_layout.t, j0, klen);
     LoadTileAsync<T, kDh>(dst + kTile, v, p.v_layout.t, j0, klen);
     LoadBdAsync(bd + x * kBlockRows * kBdLd, bd_all, win, j0, bd_numel);
+    uint32_t* w = words + (x * kBlockRows + threadIdx.x / 2) * kWordsLd;
+    if (word_src != nullptr) {
+      CopyAsync8(w + 2 * (threadIdx.x % 2), word_src + j0 / 32);
+    }
+    if (keep_src != nullptr) CopyAsync8(w + 4, keep_src + j0 / 32);
   }
 };
 
@@ -409,8 +451,6 @@ struct Rows {
   bool live[2];
   int shift[2];            // bd column of key j: j + shift
   int bd_at[2];            // offset of the row's window in a bd tile
-  int words_at[2];         // the row's first word in blocked
-  int other_at[2];         // and in other (with seg)
   float same[2], diff[2];  // SegTerms' same and other
 };
 
@@ -418,7 +458,7 @@ template <typename T>
 __device__ Rows MakeRows(const Params& p, int64_t bh, int64_t i0, int warp,
                          int g) {
   Rows rows;
-  const int64_t b = bh / p.h, kw = BitWords(p.klen);
+  const int64_t b = bh / p.h;
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int local = warp * 16 + g + 8 * u;
@@ -430,34 +470,38 @@ __device__ Rows MakeRows(const Params& p, int64_t bh, int64_t i0, int warp,
     int64_t offset;
     WindowStart(p, bh, rows.row[u], &offset);
     rows.bd_at[u] = local * kBdLd + static_cast<int>(offset);
-    rows.words_at[u] =
-        static_cast<int>(((p.blocked_b == 1 ? 0 : b) * p.lq + r) * kw);
-    rows.other_at[u] = static_cast<int>((b * p.lq + r) * kw);
     SegTerms<T>(p, bh, r, &rows.same[u], &rows.diff[u]);
   }
   return rows;
 }
 
-// The rows' mask and segment words of key tile j0.
+// The rows' mask, segment and (with `keep`) keep words of a key tile, from
+// its shared-memory copy (KeyTiles::Words).
 struct Words {
-  uint32_t blocked[2][2], other[2][2];
+  uint32_t blocked[2][2], other[2][2], keep[2][2];
 };
 
 __device__ __forceinline__ Words LoadWords(const Params& p, const Rows& rows,
-                                           int j0) {
+                                           const uint32_t* tile, int warp,
+                                           int g, bool keep) {
   Words w;
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
-    const uint2 wb =
-        *reinterpret_cast<const uint2*>(p.blocked + rows.words_at[u] + j0 / 32);
+    const uint32_t* row = tile + (warp * 16 + g + 8 * u) * kWordsLd;
+    const uint2 wb = *reinterpret_cast<const uint2*>(row);
     w.blocked[u][0] = rows.live[u] ? wb.x : ~0u;
     w.blocked[u][1] = rows.live[u] ? wb.y : ~0u;
     w.other[u][0] = w.other[u][1] = 0;
     if (p.other != nullptr) {
-      const uint2 wo =
-          *reinterpret_cast<const uint2*>(p.other + rows.other_at[u] + j0 / 32);
+      const uint2 wo = *reinterpret_cast<const uint2*>(row + 2);
       w.other[u][0] = wo.x;
       w.other[u][1] = wo.y;
+    }
+    w.keep[u][0] = w.keep[u][1] = ~0u;
+    if (keep) {
+      const uint2 wk = *reinterpret_cast<const uint2*>(row + 4);
+      w.keep[u][0] = wk.x;
+      w.keep[u][1] = wk.y;
     }
   }
   return w;
@@ -546,8 +590,8 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
 
   const int64_t bh = blockIdx.y;
-  KeyTiles<T, kDh> tiles(smem, p, bh);  // rows: the block's queries
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  KeyTiles<T, kDh> tiles(smem, p, bh, i0, /*keep=*/false);  // rows: queries
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
@@ -587,7 +631,8 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     }
     // This tile's mask words, read first so that the product hides their
     // latency; then s = qw . k^T for the warp's 16 rows and 64 keys.
-    const Words w = LoadWords(p, rows, j0);
+    const Words w =
+        LoadWords(p, rows, tiles.Words(buf), warp, g, /*keep=*/false);
     float s[kKeyBlocks][4];
     ProductT<T, kDh>(s, qa, k_s, lane);
 
@@ -881,8 +926,11 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
 
   const int64_t bh = blockIdx.y;
-  KeyTiles<T, kDh> tiles(smem, p, bh);  // rows: queries, then output gradients
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  // Rows: queries, then output gradients; the words with the forward's
+  // keep bits under dropout.
+  const bool keep = p.dropout > 0;
+  KeyTiles<T, kDh> tiles(smem, p, bh, i0, keep);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
@@ -909,14 +957,10 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
   T* const dbd = static_cast<T*>(p.dbd) + BdAt(p, bh);  // [Lq, R]
-  // Rows u's index in [B, H, Lq] (not pointers to its keep rows:
-  // registers).
-  int64_t row_at[2];
   float lse[2], dd[2], seg_sum[2][2];
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int64_t r = rows.live[u] ? rows.row[u] : p.lq - 1;
-    row_at[u] = bh * p.lq + r;
     lse[u] = p.lse_in[bh * p.lq + r];
     dd[u] = p.dd[bh * p.lq + r];
     seg_sum[u][0] = seg_sum[u][1] = 0.f;
@@ -954,22 +998,11 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
       tiles.LoadAsync(1 - buf, p, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-    const Words w = LoadWords(p, rows, j0);
+    const Words w = LoadWords(p, rows, tiles.Words(buf), warp, g, keep);
     // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
     float s[kKeyBlocks][4], dp[kKeyBlocks][4];
     ProductT<T, kDh>(s, qa, k_s, lane);
     ProductT<T, kDh>(dp, da, v_s, lane);
-    uint32_t kept[2][2];  // the forward's keep words of the rows
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      kept[u][0] = kept[u][1] = ~0u;
-      if (drop.threshold != 0) {
-        const uint2 wk = *reinterpret_cast<const uint2*>(
-            p.keep + row_at[u] * BitWords(p.klen) + j0 / 32);
-        kept[u][0] = wk.x;
-        kept[u][1] = wk.y;
-      }
-    }
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
@@ -980,7 +1013,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
         const float x =
             ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
         const float pr = Exp2(x - lse[u]);
-        const float z = Bit(kept[u], jj) ? drop.keep_scale : 0.f;
+        const float z = Bit(w.keep[u], jj) ? drop.keep_scale : 0.f;
         const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
         // Both sums take an add (a select, not an index: registers).
         const bool other = Bit(w.other[u], jj);
