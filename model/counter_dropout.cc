@@ -189,9 +189,10 @@ torch::Tensor AttentionDropoutKeepMask(int64_t b, int64_t h, int64_t lq,
   for (int64_t bh = 0; bh < b * h; ++bh) {
     for (int64_t i = 0; i < lq; ++i) {
       for (int64_t j = 0; j < k; ++j) {
-        const uint32_t bits = AttentionKeepBits8(d.seed, d.offset, bh, i,
-                                                 j & ~int64_t{7}, threshold);
-        data[(bh * lq + i) * k + j] = (bits >> (j & 7)) & 1u;
+        const int64_t base = j & ~int64_t{kKeysPerDraw - 1};
+        const uint32_t bits =
+            AttentionKeepBits8(d.seed, d.offset, bh, i, base, threshold);
+        data[(bh * lq + i) * k + j] = (bits >> (j - base)) & 1u;
       }
     }
   }

@@ -188,11 +188,12 @@ __device__ float Score(const Params& p, const Tile& t, const Layout& s,
 __device__ __forceinline__ float DropoutScale(const Params& p, int64_t bh,
                                               int64_t i, int64_t j) {
   if (p.dropout <= 0) return 1.f;
-  const uint32_t bits =
-      AttentionKeepBits8(p.seed, p.offset, bh, i, j & ~int64_t{7},
-                         AttentionKeepThreshold(p.dropout));
-  return (bits >> (j & 7)) & 1u ? static_cast<float>(1.0 / (1.0 - p.dropout))
-                                : 0.f;
+  const uint32_t bits = AttentionKeepBits8(p.seed, p.offset, bh, i,
+                                           j & ~int64_t{kKeysPerDraw - 1},
+                                           AttentionKeepThreshold(p.dropout));
+  return (bits >> (j & (kKeysPerDraw - 1))) & 1u
+             ? static_cast<float>(1.0 / (1.0 - p.dropout))
+             : 0.f;
 }
 
 template <typename T>

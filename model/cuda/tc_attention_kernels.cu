@@ -289,10 +289,9 @@ __device__ __forceinline__ void InitWindows(int64_t* win_s, const Params& p,
 // The shared memory of ForwardKernel and DqKernel (SharedBytes): window
 // starts, a tile of 64 query rows (queries, or output gradients), and two
 // buffers of a key tile's keys, values, bd windows and the rows' mask words,
-// so that the next tile is copied while this one is used (the words too:
-// read from global memory at the top of a tile, their latency stalled the
-// query-tile kernel). Buffer x is found by offset (an array of pointers
-// indexed by x would live in local memory).
+// so that the next tile is copied while this one is used (the words too,
+// so that no tile waits on global memory for them). Buffer x is found by
+// offset (an array of pointers indexed by x would live in local memory).
 template <typename T, int kDh>
 struct KeyTiles {
   static constexpr int kTile = kBlockKeys * (kDh + kPad);
@@ -629,8 +628,8 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
       tiles.LoadAsync(1 - buf, p, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-    // This tile's mask words, read first so that the product hides their
-    // latency; then s = qw . k^T for the warp's 16 rows and 64 keys.
+    // This tile's mask words (shared memory), then s = qw . k^T for the
+    // warp's 16 rows and 64 keys.
     const Words w =
         LoadWords(p, rows, tiles.Words(buf), warp, g, /*keep=*/false);
     float s[kKeyBlocks][4];
