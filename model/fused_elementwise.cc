@@ -223,34 +223,43 @@ struct LayerNormGrads {
   torch::Tensor y, residual, gamma, beta;
 };
 
-// Writes out (the residual's dtype), t.mean and t.rstd.
+// Writes out (the residual's dtype), t.mean, t.rstd and, when defined,
+// `copy` (y's dtype: out rounded once, as out.to(y's dtype) would).
 void CpuLayerNormForward(const LayerNormTensors& t, float eps,
-                         const DropSpec& d, const torch::Tensor& out) {
+                         const DropSpec& d, const torch::Tensor& out,
+                         const torch::Tensor& copy) {
   const int64_t cols = t.y.size(-1);
   const float* g = t.gamma.data_ptr<float>();
   const float* b = t.beta.data_ptr<float>();
   float* mean_out = t.mean.data_ptr<float>();
   float* rstd_out = t.rstd.data_ptr<float>();
-  const auto row = [&](int64_t r, const float*, const float* z, auto,
+  const auto row = [&](int64_t r, const float*, const float* z, auto ytag,
                        auto rtag) {
+    using TY = decltype(ytag);
     using TR = decltype(rtag);
     TR* o = out.data_ptr<TR>() + r * cols;
+    TY* oc = copy.defined() ? copy.data_ptr<TY>() + r * cols : nullptr;
     float sum = 0.f;
     for (int64_t c = 0; c < cols; ++c) sum += z[c];
     const float mean = sum / static_cast<float>(cols);
     float sq = 0.f;
     for (int64_t c = 0; c < cols; ++c) sq += (z[c] - mean) * (z[c] - mean);
     const float rstd = 1.f / std::sqrt(sq / static_cast<float>(cols) + eps);
-    for (int64_t c = 0; c < cols; ++c)
+    for (int64_t c = 0; c < cols; ++c) {
       o[c] = static_cast<TR>((z[c] - mean) * rstd * g[c] + b[c]);
+      if (oc != nullptr) oc[c] = static_cast<TY>(static_cast<float>(o[c]));
+    }
     mean_out[r] = mean;
     rstd_out[r] = rstd;
   };
   ForEachLayerNormRow(t.y, t.residual, d, row);
 }
 
+// grad_out: the gradient of out (the residual's dtype); grad_copy, when
+// defined, that of the copy (y's dtype), added to it in fp32.
 void CpuLayerNormBackward(const LayerNormTensors& t,
-                          const torch::Tensor& grad_out, const DropSpec& d,
+                          const torch::Tensor& grad_out,
+                          const torch::Tensor& grad_copy, const DropSpec& d,
                           const LayerNormGrads& grads) {
   const int64_t cols = t.y.size(-1);
   const float* g = t.gamma.data_ptr<float>();
@@ -265,12 +274,16 @@ void CpuLayerNormBackward(const LayerNormTensors& t,
     using TY = decltype(ytag);
     using TR = decltype(rtag);
     const TR* go = grad_out.data_ptr<TR>() + r * cols;
+    const TY* gc =
+        grad_copy.defined() ? grad_copy.data_ptr<TY>() + r * cols : nullptr;
     TY* gy = grads.y.data_ptr<TY>() + r * cols;
     TR* gr = grads.residual.data_ptr<TR>() + r * cols;
     const float mu = mean_in[r], rs = rstd_in[r];
     float sum_dx = 0.f, sum_dx_xhat = 0.f;
     for (int64_t c = 0; c < cols; ++c) {
-      const float o = static_cast<float>(go[c]);
+      const float o =
+          gc != nullptr ? static_cast<float>(go[c]) + static_cast<float>(gc[c])
+                        : static_cast<float>(go[c]);
       xhat[c] = (z[c] - mu) * rs;
       dx[c] = o * g[c];
       gg[c] += o * xhat[c];
@@ -384,18 +397,23 @@ fe::LayerNormParams LayerNormParamsOf(const LayerNormTensors& t, float eps,
 }
 
 void CudaLayerNormForward(const LayerNormTensors& t, float eps,
-                          const DropSpec& d, const torch::Tensor& out) {
+                          const DropSpec& d, const torch::Tensor& out,
+                          const torch::Tensor& copy) {
   const c10::cuda::CUDAGuard guard(t.y.device());
-  C10_CUDA_CHECK(fe::ResidualLayerNormForward(
-      LayerNormParamsOf(t, eps, d), out.data_ptr(), t.mean.data_ptr<float>(),
-      t.rstd.data_ptr<float>(), StreamOf(t.y)));
+  fe::LayerNormParams p = LayerNormParamsOf(t, eps, d);
+  if (copy.defined()) p.out_copy = copy.data_ptr();
+  C10_CUDA_CHECK(
+      fe::ResidualLayerNormForward(p, out.data_ptr(), t.mean.data_ptr<float>(),
+                                   t.rstd.data_ptr<float>(), StreamOf(t.y)));
 }
 
 void CudaLayerNormBackward(const LayerNormTensors& t,
-                           const torch::Tensor& grad_out, const DropSpec& d,
+                           const torch::Tensor& grad_out,
+                           const torch::Tensor& grad_copy, const DropSpec& d,
                            const LayerNormGrads& grads) {
   const c10::cuda::CUDAGuard guard(t.y.device());
-  const fe::LayerNormParams p = LayerNormParamsOf(t, 0.f, d);
+  fe::LayerNormParams p = LayerNormParamsOf(t, 0.f, d);
+  if (grad_copy.defined()) p.grad_copy = grad_copy.data_ptr();
   auto partial =
       torch::empty({fe::ResidualLayerNormPartialRows(p.rows), 2 * p.cols},
                    t.y.options().dtype(torch::kFloat));
@@ -489,14 +507,15 @@ class BiasActivationDropoutFunction
   }
 };
 
+// Outputs {out} or, with `copy`, {out, out in y's dtype}.
 class DropoutResidualLayerNormFunction
     : public torch::autograd::Function<DropoutResidualLayerNormFunction> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& y,
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& y,
                                const torch::Tensor& residual,
                                const torch::Tensor& gamma,
                                const torch::Tensor& beta, double eps, double p,
-                               int64_t seed, int64_t offset) {
+                               int64_t seed, int64_t offset, bool copy) {
     LayerNormTensors t;
     t.y = y.contiguous();
     t.residual = residual.contiguous();
@@ -506,26 +525,28 @@ class DropoutResidualLayerNormFunction
     t.mean = torch::empty({RowsOf(t.y)}, stats);
     t.rstd = torch::empty({RowsOf(t.y)}, stats);
     auto out = torch::empty_like(t.residual);
+    torch::Tensor out_copy;
+    if (copy) out_copy = torch::empty_like(t.residual, t.y.scalar_type());
     const ElementwiseDropout d = DropoutOf(p, seed, offset);
     const DropSpec spec = MakeDropSpec(d, kResidualLayerNormStream);
     if (t.y.is_cuda()) {
 #ifdef XLNET_CUDA_ATTENTION
-      CudaLayerNormForward(t, static_cast<float>(eps), spec, out);
+      CudaLayerNormForward(t, static_cast<float>(eps), spec, out, out_copy);
 #endif
     } else {
-      CpuLayerNormForward(t, static_cast<float>(eps), spec, out);
+      CpuLayerNormForward(t, static_cast<float>(eps), spec, out, out_copy);
     }
     ctx->save_for_backward({t.y, t.residual, t.gamma, t.mean, t.rstd});
     ctx->saved_data["gamma_dtype"] = static_cast<int64_t>(gamma.scalar_type());
     ctx->saved_data["beta_dtype"] = static_cast<int64_t>(beta.scalar_type());
     SaveDropout(ctx, d);
-    return out;
+    if (copy) return {out, out_copy};
+    return {out};
   }
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
-    variable_list result(8);
-    if (!grad_outputs[0].defined()) return result;
+    variable_list result(9);
     const auto saved = ctx->get_saved_variables();
     LayerNormTensors t;
     t.y = saved[0];
@@ -533,8 +554,18 @@ class DropoutResidualLayerNormFunction
     t.gamma = saved[2];
     t.mean = saved[3];
     t.rstd = saved[4];
-    const auto grad_out =
-        grad_outputs[0].to(t.residual.scalar_type()).contiguous();
+    torch::Tensor grad_out = grad_outputs[0], grad_copy;
+    if (grad_outputs.size() > 1 && grad_outputs[1].defined()) {
+      grad_copy = grad_outputs[1].to(t.y.scalar_type()).contiguous();
+      // Only the copy is used: its gradient alone, as autograd would pass
+      // it through a cast.
+      if (!grad_out.defined()) {
+        grad_out = grad_copy;
+        grad_copy = torch::Tensor();
+      }
+    }
+    if (!grad_out.defined()) return result;
+    grad_out = grad_out.to(t.residual.scalar_type()).contiguous();
     const DropSpec spec = SavedDropSpec(ctx, kResidualLayerNormStream);
     LayerNormGrads g;
     g.y = torch::empty_like(t.y);
@@ -543,10 +574,10 @@ class DropoutResidualLayerNormFunction
     g.beta = torch::zeros_like(t.gamma);
     if (t.y.is_cuda()) {
 #ifdef XLNET_CUDA_ATTENTION
-      CudaLayerNormBackward(t, grad_out, spec, g);
+      CudaLayerNormBackward(t, grad_out, grad_copy, spec, g);
 #endif
     } else {
-      CpuLayerNormBackward(t, grad_out, spec, g);
+      CpuLayerNormBackward(t, grad_out, grad_copy, spec, g);
     }
     result[0] = g.y;
     result[1] = g.residual;
@@ -637,11 +668,14 @@ torch::Tensor BiasActivationDropout(const torch::Tensor& y,
       static_cast<int64_t>(dropout.seed), static_cast<int64_t>(dropout.offset));
 }
 
-torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
-                                       const torch::Tensor& residual,
-                                       const torch::Tensor& gamma,
-                                       const torch::Tensor& beta, double eps,
-                                       const ElementwiseDropout& dropout) {
+namespace {
+
+// DropoutResidualLayerNorm's argument checks.
+void CheckLayerNormArguments(const torch::Tensor& y,
+                             const torch::Tensor& residual,
+                             const torch::Tensor& gamma,
+                             const torch::Tensor& beta,
+                             const ElementwiseDropout& dropout) {
   TORCH_CHECK(y.dim() >= 1 && IsFloat16Or32(y.scalar_type()),
               "DropoutResidualLayerNorm: y must be fp32, fp16 or bf16 "
               "[..., C], got ",
@@ -672,9 +706,50 @@ torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
       "in [1, ",
       fused_elementwise::kMaxLayerNormCols, "], got ", c);
 #endif
+}
+
+}  // namespace
+
+torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
+                                       const torch::Tensor& residual,
+                                       const torch::Tensor& gamma,
+                                       const torch::Tensor& beta, double eps,
+                                       const ElementwiseDropout& dropout) {
+  CheckLayerNormArguments(y, residual, gamma, beta, dropout);
   return DropoutResidualLayerNormFunction::apply(
       y, residual, gamma, beta, eps, dropout.p,
-      static_cast<int64_t>(dropout.seed), static_cast<int64_t>(dropout.offset));
+      static_cast<int64_t>(dropout.seed), static_cast<int64_t>(dropout.offset),
+      /*copy=*/false)[0];
+}
+
+bool LayerNormCopyAvailable(const torch::Device& device) {
+  if (!device.is_cuda()) return true;
+#if defined(XLNET_CUDA_ATTENTION) && defined(XLNET_CUDA_PENDING)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> DropoutResidualLayerNormWithCopy(
+    const torch::Tensor& y, const torch::Tensor& residual,
+    const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
+    const ElementwiseDropout& dropout) {
+  CheckLayerNormArguments(y, residual, gamma, beta, dropout);
+  TORCH_CHECK((y.scalar_type() == torch::kHalf ||
+               y.scalar_type() == torch::kBFloat16) &&
+                  residual.scalar_type() == torch::kFloat,
+              "DropoutResidualLayerNormWithCopy: y must be fp16 or bf16 and "
+              "the residual fp32, got ",
+              y.scalar_type(), " and ", residual.scalar_type());
+  TORCH_CHECK(LayerNormCopyAvailable(y.device()),
+              "DropoutResidualLayerNormWithCopy on ", y.device(),
+              " needs a build with -DXLNET_CUDA_PENDING=ON");
+  auto out = DropoutResidualLayerNormFunction::apply(
+      y, residual, gamma, beta, eps, dropout.p,
+      static_cast<int64_t>(dropout.seed), static_cast<int64_t>(dropout.offset),
+      /*copy=*/true);
+  return {out[0], out[1]};
 }
 
 torch::Tensor BiasActivationDropoutKeepMask(int64_t rows, int64_t cols,

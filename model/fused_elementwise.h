@@ -7,7 +7,8 @@
 //                             gelu_new (tanh) or relu; the feed-forward's
 //                             layer_1 then runs without its bias.
 //   DropoutResidualLayerNorm: LayerNorm(dropout(y) + residual), fp32
-//                             statistics, output in the residual's dtype.
+//                             statistics, output in the residual's dtype
+//                             (and, WithCopy, also in y's dtype).
 //
 // Dropout is counter-based (model/philox.h): element (row, col) of the
 // input seen as [rows, cols] (cols = last dimension) is kept iff
@@ -25,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "config/settings.h"
@@ -78,6 +80,24 @@ torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
                                        const torch::Tensor& gamma,
                                        const torch::Tensor& beta, double eps,
                                        const ElementwiseDropout& dropout);
+
+// Whether DropoutResidualLayerNormWithCopy runs on `device`: always on the
+// CPU; on CUDA only in builds with -DXLNET_CUDA_PENDING=ON (its kernel
+// change has not yet run on a GPU).
+bool LayerNormCopyAvailable(const torch::Device& device);
+
+// DropoutResidualLayerNorm that also returns its output in y's dtype, {out,
+// out.to(y's dtype)}, written in the same pass. Under autocast the stream
+// between layers stays fp32 for the residual sums while its copy feeds the
+// next products: no cast forward, and backward neither a cast of the copy's
+// gradient nor a sum of the two gradients (the copy's gradient is added to
+// out's in fp32 inside backward). Values and gradients are bit for bit
+// those of DropoutResidualLayerNorm followed by the cast. y fp16 or bf16,
+// residual fp32; TORCH_CHECK failure where !LayerNormCopyAvailable.
+std::pair<torch::Tensor, torch::Tensor> DropoutResidualLayerNormWithCopy(
+    const torch::Tensor& y, const torch::Tensor& residual,
+    const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
+    const ElementwiseDropout& dropout);
 
 // The keep decisions of each op for an input seen as [rows, cols], as a
 // bool tensor (true = kept), from the scalar Philox reference: for tests

@@ -211,12 +211,33 @@ torch::Tensor RelativeAttentionImpl::ProjectPositions(
   return y.view({bp, rl, n_head, d_head}).transpose(1, 2);     // [Bp, H, R, Dh]
 }
 
+namespace {
+
+// attn_vec [B, H, T, Dh] . o^T -> [B, T, D].
+torch::Tensor OutputProjection(const torch::Tensor& attn_vec,
+                               const torch::Tensor& o, int64_t d_model) {
+  const int64_t b = attn_vec.size(0), h = attn_vec.size(1),
+                t = attn_vec.size(2), dh = attn_vec.size(3);
+  auto flat = attn_vec.transpose(1, 2).reshape({b, t, h * dh});  // [B, T, H*Dh]
+  return torch::matmul(flat, o.view({d_model, h * dh}).t());
+}
+
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor>
+RelativeAttentionImpl::PostAttentionWithCopy(const torch::Tensor& x,
+                                             const torch::Tensor& attn_vec) {
+  TORCH_CHECK(fused_elementwise,
+              "PostAttentionWithCopy needs the fused element-wise ops");
+  return DropoutResidualLayerNormWithCopy(
+      OutputProjection(attn_vec, o, d_model), x, layer_norm->weight,
+      layer_norm->bias, layer_norm->options.eps(),
+      DrawElementwiseDropout(dropout, is_training()));  // [B, T, D] each
+}
+
 torch::Tensor RelativeAttentionImpl::PostAttention(
     const torch::Tensor& x, const torch::Tensor& attn_vec) {
-  const int64_t b = attn_vec.size(0), t = attn_vec.size(2);
-  auto flat = attn_vec.transpose(1, 2).reshape(
-      {b, t, n_head * d_head});  // [B, T, H*Dh]
-  auto out = torch::matmul(flat, o.view({d_model, n_head * d_head}).t());
+  auto out = OutputProjection(attn_vec, o, d_model);  // [B, T, D]
   if (fused_elementwise) {
     return DropoutResidualLayerNorm(
         out, x, layer_norm->weight, layer_norm->bias, layer_norm->options.eps(),

@@ -102,6 +102,10 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // LN(x + dropout(attn_vec o^T)), attn_vec [B, H, T, Dh], x [B, T, D].
   torch::Tensor PostAttention(const torch::Tensor& x,
                               const torch::Tensor& attn_vec);
+  // With the fused ops only: PostAttention's {output, its copy in the
+  // output projection's dtype} (DropoutResidualLayerNormWithCopy).
+  std::pair<torch::Tensor, torch::Tensor> PostAttentionWithCopy(
+      const torch::Tensor& x, const torch::Tensor& attn_vec);
 
   torch::Tensor q, k, v, o, r;
   torch::Tensor r_w_bias, r_r_bias, r_s_bias, seg_embed;

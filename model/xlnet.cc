@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <functional>
 #include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "model/activation_checkpoint.h"
 #include "model/attention.h"
@@ -41,20 +44,33 @@ void FeedForwardImpl::ResetParameters(double initializer_range) {
   layer_norm->bias.zero_();
 }
 
-torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  if (fused_elementwise) {
-    // layer_1 without its bias: the fused op adds it with the activation
-    // and dropout in one pass; layer_2's dropout, the residual and the
-    // LayerNorm are the second.
-    auto y = torch::linear(x, layer_1->weight);  // [B, T, Di]
-    y = BiasActivationDropout(y, layer_1->bias,
-                              FusedActivationFromName(activation),
-                              DrawElementwiseDropout(dropout, is_training()));
-    y = layer_2(y);  // [B, T, D]
-    return DropoutResidualLayerNorm(
-        y, x, layer_norm->weight, layer_norm->bias, layer_norm->options.eps(),
-        DrawElementwiseDropout(dropout, is_training()));
+std::pair<torch::Tensor, torch::Tensor> FeedForwardImpl::ForwardWithCopy(
+    const torch::Tensor& x, const torch::Tensor& x_low, bool copy) {
+  TORCH_CHECK(fused_elementwise,
+              "FeedForward::ForwardWithCopy needs the fused element-wise ops");
+  // layer_1 without its bias: the fused op adds it with the activation and
+  // dropout in one pass; layer_2's dropout, the residual and the LayerNorm
+  // are the second.
+  auto y = torch::linear(x_low.defined() ? x_low : x,
+                         layer_1->weight);  // [B, T, Di]
+  y = BiasActivationDropout(y, layer_1->bias,
+                            FusedActivationFromName(activation),
+                            DrawElementwiseDropout(dropout, is_training()));
+  y = layer_2(y);  // [B, T, D]
+  const ElementwiseDropout drop =
+      DrawElementwiseDropout(dropout, is_training());
+  if (copy) {
+    return DropoutResidualLayerNormWithCopy(y, x, layer_norm->weight,
+                                            layer_norm->bias,
+                                            layer_norm->options.eps(), drop);
   }
+  return {DropoutResidualLayerNorm(y, x, layer_norm->weight, layer_norm->bias,
+                                   layer_norm->options.eps(), drop),
+          torch::Tensor()};
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  if (fused_elementwise) return ForwardWithCopy(x, {}, /*copy=*/false).first;
   auto y = layer_1(x);  // [B, T, Di]
   if (activation == "gelu") {
     y = torch::gelu(y);  // exact (erf)
@@ -190,6 +206,20 @@ struct LayerContext {
   // under activation checkpointing, whose replay runs after forward
   // returns.
   WeightCasts* casts = nullptr;
+  // The layer's LayerNorms write their copies in the compute dtype
+  // (XLNetModel::SetLayerNormCopies): the attention outputs' for the
+  // feed-forward and, with `copy_outputs`, the layer outputs' for the next
+  // layer.
+  bool layer_norm_copies = false;
+  bool copy_outputs = false;
+};
+
+// The streams between layers: fp32 h [B, L, D] and g [B, P, D] (undefined
+// with one stream) and, where a LayerNorm wrote them
+// (LayerContext::layer_norm_copies), their copies in the compute dtype
+// (else undefined).
+struct LayerStreams {
+  torch::Tensor h, g, h_low, g_low;
 };
 
 // The dtype the matmuls of a layer on x run in: under autocast for x's
@@ -204,20 +234,22 @@ torch::ScalarType ComputeDtype(const torch::Tensor& x) {
   return AutocastDtypeOf(x.device()).value_or(torch::kFloat);
 }
 
-// One layer on both streams: h [B, L, D] and g [B, P, D] (or undefined) ->
-// {h', g'} (g' only with g). `mem` [M, B, D] or undefined, any float dtype.
+// One layer on both streams: `in` -> the layer's outputs (g with g). `mem`
+// [M, B, D] or undefined, any float dtype.
 //
 // Under autocast the streams stay fp32 (LayerNorm output) for the residual
-// sums, and each is cast to the compute dtype once here for its projections;
-// memory joins the content stream in the compute dtype, so the [B, K, D]
-// keys/values input is written once, in bf16/fp16, and read by one product.
-std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
-                                    const torch::Tensor& mem,
-                                    const torch::Tensor& h_in,
-                                    const torch::Tensor& g_in) {
+// sums, and each is cast to the compute dtype once here for its projections
+// unless the previous layer's LayerNorm wrote that copy (in.h_low,
+// in.g_low); memory joins the content stream in the compute dtype, so the
+// [B, K, D] keys/values input is written once, in bf16/fp16, and read by
+// one product.
+LayerStreams RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
+                      const torch::Tensor& mem, const LayerStreams& in) {
   auto& attn = lay.rel_attn;
+  const torch::Tensor& h_in = in.h;
   const torch::ScalarType dtype = ComputeDtype(h_in);
-  const torch::Tensor h_low = h_in.to(dtype);  // [B, L, D]
+  const torch::Tensor h_low =
+      in.h_low.defined() ? in.h_low : h_in.to(dtype);  // [B, L, D]
   auto cat = mem.defined()
                  ? torch::cat({mem.transpose(0, 1).to(dtype), h_low}, 1)
                  : h_low;                                  // [B, K, D]
@@ -234,15 +266,32 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
                          attn->r_r_bias, attn->r_s_bias, attn->seg_embed, bias,
                          c.qlen, c.dropout, c.training);
   };
+  // The attention output of a stream with input x [B, T, D] and attention
+  // vectors vec -> {its LayerNorm's output, the output's copy or undefined}.
+  auto post =
+      [&](const torch::Tensor& x,
+          const torch::Tensor& vec) -> std::pair<torch::Tensor, torch::Tensor> {
+    if (!c.layer_norm_copies) return {attn->PostAttention(x, vec), {}};
+    return attn->PostAttentionWithCopy(x, vec);  // [B, T, D] each
+  };
+  // The feed-forward on an attention output -> the layer's output and,
+  // with c.copy_outputs, its copy.
+  auto ff = [&](const std::pair<torch::Tensor, torch::Tensor>& a)
+      -> std::pair<torch::Tensor, torch::Tensor> {
+    if (!c.layer_norm_copies) return {lay.ff(a.first), {}};
+    return lay.ff->ForwardWithCopy(a.first, a.second, c.copy_outputs);
+  };
+  LayerStreams out;
   if (c.casts) c.casts->UseStream(0);
-  auto q_h = attn->Project(h_low, attn->q);       // [B, H, L, Dh]
-  auto vec_h = core(q_h, c.content_bias);         // [B, H, L, Dh]
-  auto new_h = attn->PostAttention(h_in, vec_h);  // [B, L, D]
-  torch::Tensor new_g;
-  if (g_in.defined()) {
+  auto q_h = attn->Project(h_low, attn->q);  // [B, H, L, Dh]
+  auto vec_h = core(q_h, c.content_bias);    // [B, H, L, Dh]
+  const auto post_h = post(h_in, vec_h);     // [B, L, D]
+  if (in.g.defined()) {
+    const torch::Tensor& g_in = in.g;
     if (c.casts) c.casts->UseStream(1);
-    auto q_g =
-        attn->Project(g_in.to(ComputeDtype(g_in)), attn->q);  // [B, H, P, Dh]
+    auto q_g = attn->Project(
+        in.g_low.defined() ? in.g_low : g_in.to(ComputeDtype(g_in)),
+        attn->q);  // [B, H, P, Dh]
     torch::Tensor vec_g;
     if (c.query_all_positions) {
       auto tmq =
@@ -256,12 +305,11 @@ std::vector<torch::Tensor> RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
       // A padding target (all-zero row) gets no attention output, as HF.
       vec_g = vec_g * c.target_valid.to(vec_g.scalar_type());
     }
-    new_g = lay.ff(attn->PostAttention(g_in, vec_g));  // [B, P, D]
+    std::tie(out.g, out.g_low) = ff(post(g_in, vec_g));  // [B, P, D]
     if (c.casts) c.casts->UseStream(0);
   }
-  new_h = lay.ff(new_h);  // [B, L, D]
-  if (!new_g.defined()) return {new_h};
-  return {new_h, new_g};
+  std::tie(out.h, out.h_low) = ff(post_h);  // [B, L, D]
+  return out;
 }
 
 // What new_mems keep: the config's mem_len/reuse_len, or the whole input
@@ -451,22 +499,28 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   const XLNetConfig cache_config = MemCacheConfig(config_, options);
   const bool checkpoint =
       activation_checkpointing_ && torch::GradMode::is_enabled();
+  // The replay of a checkpointed layer takes and returns fp32 streams only.
+  context->layer_norm_copies =
+      layer_norm_copies_ && fused_elementwise_ && !checkpoint &&
+      ComputeDtype(h) != h.scalar_type() && h.scalar_type() == torch::kFloat &&
+      LayerNormCopyAvailable(h.device());
   XLNetOutputs out;
+  LayerStreams streams;
+  streams.h = h;
+  if (two_stream) streams.g = g;
   for (int64_t n = 0; n < n_layer; ++n) {
     auto lay = layer->ptr<XLNetLayerImpl>(n);
     torch::Tensor mem;
     if (has_mems) mem = inputs.mems[n];
     if (options.use_mems) {
       // In the compute dtype: memory only feeds the key/value product,
-      // which would cast it there anyway (half the bytes under bf16).
-      out.new_mems.push_back(CacheMem(h.transpose(0, 1), mem, cache_config,
-                                      ComputeDtype(h)));  // [M', B, D]
+      // which would cast it there anyway (half the bytes under bf16). The
+      // previous layer's copy where it wrote one: the same values.
+      const auto& cur = streams.h_low.defined() ? streams.h_low : streams.h;
+      out.new_mems.push_back(CacheMem(cur.transpose(0, 1), mem, cache_config,
+                                      ComputeDtype(streams.h)));  // [M', B, D]
     }
-    std::vector<torch::Tensor> streams;
-    streams.reserve(2);
-    streams.push_back(h);
-    if (two_stream) streams.push_back(g);
-    std::vector<torch::Tensor> next;
+    context->copy_outputs = n + 1 < n_layer;
     // Under autocast, the weights this layer's products read cast together
     // (WeightCasts) rather than one kernel a weight and use each way: k, v
     // and r read once, the rest by each stream. Not layer_1's bias with the
@@ -492,22 +546,29 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
                       two_stream ? 2 : 1);
     context->casts = casts.active() ? &casts : nullptr;
     if (checkpoint) {
+      std::vector<torch::Tensor> in = {streams.h};
+      if (two_stream) in.push_back(streams.g);
       // The closure owns what it reads: backward runs after forward returns.
-      next = Checkpointed(
-          [context, lay, mem](const std::vector<torch::Tensor>& in) {
-            return RunLayer(*lay, *context, mem, in[0],
-                            in.size() > 1 ? in[1] : torch::Tensor());
+      const auto next = Checkpointed(
+          [context, lay, mem](const std::vector<torch::Tensor>& x) {
+            LayerStreams s;
+            s.h = x[0];
+            if (x.size() > 1) s.g = x[1];
+            const LayerStreams o = RunLayer(*lay, *context, mem, s);
+            if (!o.g.defined()) return std::vector<torch::Tensor>{o.h};
+            return std::vector<torch::Tensor>{o.h, o.g};
           },
-          streams, lay->parameters());
+          in, lay->parameters());
+      streams = LayerStreams();
+      streams.h = next[0];
+      if (two_stream) streams.g = next[1];
     } else {
-      next = RunLayer(*lay, *context, mem, h, two_stream ? g : torch::Tensor());
+      streams = RunLayer(*lay, *context, mem, streams);
     }
     context->casts = nullptr;
-    h = next[0];
-    if (two_stream) g = next[1];
   }
-  out.last_hidden_state = drop(h);
-  if (two_stream) out.query_hidden_state = drop(g);
+  out.last_hidden_state = drop(streams.h);
+  if (two_stream) out.query_hidden_state = drop(streams.g);
   return out;
 }
 

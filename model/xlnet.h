@@ -87,6 +87,13 @@ class FeedForwardImpl : public torch::nn::Module {
   explicit FeedForwardImpl(const XLNetConfig& config);
   void ResetParameters(double initializer_range);
   torch::Tensor forward(const torch::Tensor& x);
+  // With the fused ops only: forward for x [B, T, D] fp32 whose products
+  // read x_low, x's copy in the compute dtype (or x itself where
+  // undefined), and the residual x. Returns {out, out's copy in the
+  // compute dtype} from DropoutResidualLayerNormWithCopy with `copy`, else
+  // {out, undefined}.
+  std::pair<torch::Tensor, torch::Tensor> ForwardWithCopy(
+      const torch::Tensor& x, const torch::Tensor& x_low, bool copy);
 
   torch::nn::Linear layer_1{nullptr}, layer_2{nullptr};
   torch::nn::LayerNorm layer_norm{nullptr};
@@ -179,6 +186,15 @@ class XLNetModelImpl : public torch::nn::Module {
   // and gradients either way; on by default, off only to compare the two.
   void SetCastWeightsTogether(bool on) { cast_weights_together_ = on; }
 
+  // Under autocast with the fused element-wise ops, where
+  // LayerNormCopyAvailable and without activation checkpointing: whether
+  // the streams between layers carry, besides the fp32 values the residual
+  // sums read, the LayerNorms' copies in the compute dtype for the next
+  // products (DropoutResidualLayerNormWithCopy), so that neither the casts
+  // nor their gradients' casts and sums run. The same values and gradients
+  // either way; on by default, off only to compare the two.
+  void SetLayerNormCopies(bool on) { layer_norm_copies_ = on; }
+
   torch::nn::Embedding word_embedding{nullptr};
   torch::Tensor mask_emb;
   torch::nn::ModuleList layer{nullptr};
@@ -189,6 +205,7 @@ class XLNetModelImpl : public torch::nn::Module {
   AttentionOptions attention_;
   bool fused_elementwise_ = false;
   bool cast_weights_together_ = true;
+  bool layer_norm_copies_ = true;
 };
 TORCH_MODULE(XLNetModel);
 

@@ -19,7 +19,9 @@
 #
 # Settings: XLNET_TORCH2_VERSION (default 2.11.0, the GPU image's),
 # XLNET_JOBS (ninja -j), XLNET_CHECK_PYTHON (the venv of the transformers
-# check; default build/pyenv/bin/python from scripts/setup_python.sh).
+# check; default build/pyenv/bin/python from scripts/setup_python.sh),
+# XLNET_CMAKE_ARGS (more cmake options, space-separated, e.g.
+# -DXLNET_CUDA_PENDING=ON for the kernel changes not yet run on a GPU).
 #
 # Tests that need Gloo skip (pip's LibTorch ships no Gloo headers). A cold
 # build takes about 40 minutes on 2 cores and the suite about 10; CI does
@@ -136,7 +138,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DXLNET_NCCL_ROOT="$CUDA" \
   -DXLNET_CHECK_PYTHON="${XLNET_CHECK_PYTHON:-$PWD/build/pyenv/bin/python}" \
   "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$LIBS" \
-  "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,-rpath-link,$LIBS" > /dev/null
+  "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,-rpath-link,$LIBS" ${XLNET_CMAKE_ARGS:-} > /dev/null
 ninja -C "$BUILD" ${XLNET_JOBS:+-j "$XLNET_JOBS"}
 ((BUILD_ONLY)) && exit 0
 # The suite on the CPU, with the wheel's libraries found.

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "model/cuda/dtype_convert.cuh"
 #include "model/cuda/fused_elementwise_kernels.h"
@@ -346,7 +347,8 @@ __device__ __forceinline__ void RowStats(const LayerNormParams& p,
   *rstd = rsqrtf(WarpSum(q) / static_cast<float>(p.cols) + p.eps);
 }
 
-template <typename TY, typename TR, int kG>
+// kCopy: also write out's copy in TY to p.out_copy.
+template <typename TY, typename TR, int kG, bool kCopy>
 __global__ void __launch_bounds__(kThreads)
     LayerNormForwardKernel(LayerNormParams p, bool vec, TR* __restrict__ out,
                            float* __restrict__ mean_out,
@@ -370,10 +372,29 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < 4; ++t)
       v[t] = (z[4 * g + t] - mean) * rstd * gamma[t] + beta[t];
     Store4(o, c0, p.cols, vec, v);
+    if constexpr (kCopy) {
+      Store4(static_cast<TY*>(p.out_copy) + r * p.cols, c0, p.cols, vec, v);
+    }
   }
   if (lane == 0) {
     mean_out[r] = mean;
     rstd_out[r] = rstd;
+  }
+}
+
+// The gradient of row r's output at columns c0 .. c0 + 3 (c0 < cols):
+// grad_out's plus, with kCopy, the copy's (p.grad_copy), in fp32.
+template <typename TY, typename TR, bool kCopy>
+__device__ __forceinline__ void LoadGradOut(const LayerNormParams& p,
+                                            const TR* grad_out, int64_t r,
+                                            int64_t c0, bool vec, float* go) {
+  Load4(grad_out + r * p.cols, c0, p.cols, vec, go);
+  if constexpr (kCopy) {
+    float gc[4];
+    Load4(static_cast<const TY*>(p.grad_copy) + r * p.cols, c0, p.cols, vec,
+          gc);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) go[t] += gc[t];
   }
 }
 
@@ -395,7 +416,8 @@ int64_t LayerNormBackwardShared(int64_t cols4) {
 // The gamma/beta gradient sums live in shared memory, one [2, cols4] slab
 // per warp that only its own lanes (each on its own columns) read and
 // write, so the registers hold just z: two blocks fit an SM.
-template <typename TY, typename TR, int kG>
+// kCopy: grad_out plus the copy's gradient p.grad_copy.
+template <typename TY, typename TR, int kG, bool kCopy>
 __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
     LayerNormBackwardKernel(LayerNormParams p, int64_t rows_per_block,
                             int64_t cols4, bool vec,
@@ -429,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
       const int64_t c0 = 4 * (lane + 32 * int64_t{g});
       float go[4] = {0.f, 0.f, 0.f, 0.f}, gamma[4] = {0.f, 0.f, 0.f, 0.f};
       if (c0 < p.cols) {
-        Load4(grad_out + r * p.cols, c0, p.cols, vec, go);
+        LoadGradOut<TY, TR, kCopy>(p, grad_out, r, c0, vec, go);
         Load4(p.gamma, c0, p.cols, vec, gamma);
       }
 #pragma unroll
@@ -468,7 +490,7 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
       // grad_out and gamma again (cache hits): keeping dx in registers
       // too would cost 4 * kG more and spill at two blocks per SM.
       float go[4], gamma[4], dz[4], f[4], dy[4];
-      Load4(grad_out + r * p.cols, c0, p.cols, vec, go);
+      LoadGradOut<TY, TR, kCopy>(p, grad_out, r, c0, vec, go);
       Load4(p.gamma, c0, p.cols, vec, gamma);
       DropFactors(p.drop, r, c0, f);
 #pragma unroll
@@ -498,23 +520,23 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
 }
 
 // Column groups per lane the kernels are built for: cols <= 128 * kG.
-template <typename TY, typename TR, int kG>
+template <typename TY, typename TR, int kG, bool kCopy>
 cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
                             float* mean, float* rstd, const void* grad_out,
                             void* grad_y, void* grad_res, float* partial,
                             float* grad_gamma, float* grad_beta,
                             cudaStream_t s) {
   if (forward) {
-    const bool vec = Vectorizable(p.cols, sizeof(TY), {p.y}) &&
+    const bool vec = Vectorizable(p.cols, sizeof(TY), {p.y, p.out_copy}) &&
                      Vectorizable(p.cols, sizeof(TR), {p.residual, out}) &&
                      Vectorizable(p.cols, 4, {p.gamma, p.beta});
     const int64_t blocks = (p.rows + kWarps - 1) / kWarps;
-    LayerNormForwardKernel<TY, TR, kG>
+    LayerNormForwardKernel<TY, TR, kG, kCopy>
         <<<blocks, kThreads, 0, s>>>(p, vec, static_cast<TR*>(out), mean, rstd);
     return cudaGetLastError();
   }
   const bool vec =
-      Vectorizable(p.cols, sizeof(TY), {p.y, grad_y}) &&
+      Vectorizable(p.cols, sizeof(TY), {p.y, grad_y, p.grad_copy}) &&
       Vectorizable(p.cols, sizeof(TR), {p.residual, grad_out, grad_res}) &&
       Vectorizable(p.cols, 4, {p.gamma});
   const int64_t blocks = ResidualLayerNormPartialRows(p.rows);
@@ -525,12 +547,12 @@ cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
   constexpr int64_t kDefaultShared = 48 * 1024;
   cudaError_t e = cudaSuccess;
   if (shared > kDefaultShared) {
-    e = cudaFuncSetAttribute(LayerNormBackwardKernel<TY, TR, kG>,
+    e = cudaFuncSetAttribute(LayerNormBackwardKernel<TY, TR, kG, kCopy>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared));
     if (e != cudaSuccess) return e;
   }
-  LayerNormBackwardKernel<TY, TR, kG><<<blocks, kThreads, shared, s>>>(
+  LayerNormBackwardKernel<TY, TR, kG, kCopy><<<blocks, kThreads, shared, s>>>(
       p, rows_per_block, cols4, vec, static_cast<const TR*>(grad_out), mean,
       rstd, static_cast<TY*>(grad_y), static_cast<TR*>(grad_res), partial);
   e = cudaGetLastError();
@@ -539,6 +561,29 @@ cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
   // 2 * cols columns writes both gradients.
   return ColumnSum(partial, blocks, 2 * p.cols, 2 * p.cols, p.cols, grad_gamma,
                    grad_beta, s);
+}
+
+// The kernels with the copy (kPendingKernels builds, fp16/bf16 y with an
+// fp32 residual, where asked for) or without it.
+template <typename TY, typename TR, int kG>
+cudaError_t LaunchCopyOrNot(const LayerNormParams& p, bool forward, void* out,
+                            float* mean, float* rstd, const void* grad_out,
+                            void* grad_y, void* grad_res, float* partial,
+                            float* grad_gamma, float* grad_beta,
+                            cudaStream_t s) {
+  const bool copy = forward ? p.out_copy != nullptr : p.grad_copy != nullptr;
+  if constexpr (kPendingKernels && std::is_same_v<TR, float> &&
+                !std::is_same_v<TY, float>) {
+    if (copy) {
+      return LaunchLayerNorm<TY, TR, kG, true>(
+          p, forward, out, mean, rstd, grad_out, grad_y, grad_res, partial,
+          grad_gamma, grad_beta, s);
+    }
+  }
+  if (copy) return cudaErrorInvalidValue;
+  return LaunchLayerNorm<TY, TR, kG, false>(p, forward, out, mean, rstd,
+                                            grad_out, grad_y, grad_res, partial,
+                                            grad_gamma, grad_beta, s);
 }
 
 template <typename TY, typename TR>
@@ -550,7 +595,7 @@ cudaError_t DispatchGroups(const LayerNormParams& p, bool forward, void* out,
   const int64_t groups = (p.cols + 127) / 128;
 #define XLNET_LN_GROUPS(G)                                                   \
   if (groups <= G)                                                           \
-    return LaunchLayerNorm<TY, TR, G>(p, forward, out, mean, rstd, grad_out, \
+    return LaunchCopyOrNot<TY, TR, G>(p, forward, out, mean, rstd, grad_out, \
                                       grad_y, grad_res, partial, grad_gamma, \
                                       grad_beta, s);
   XLNET_LN_GROUPS(1)

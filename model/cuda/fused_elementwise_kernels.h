@@ -14,6 +14,7 @@
 //   ResidualLayerNorm:
 //             z = drop(y) + residual                 y [rows, cols] T
 //             out = (z - mean) * rstd * gamma + beta residual, out    R
+//             (and out's copy in T, with kPendingKernels)
 // with T, R in {fp32, fp16, bf16} (R fp32 or T), all arithmetic in fp32,
 // bias/gamma/beta fp32. Gradients of bias, gamma and beta are sums over
 // rows: each block writes its partial sums to a workspace, then a second
@@ -74,7 +75,20 @@ struct LayerNormParams {
   const float* beta = nullptr;   // [cols]
   float eps = 1e-12f;
   Dropout drop;
+  // Only in builds with XLNET_CUDA_PENDING (kPendingKernels), residual
+  // fp32: forward also writes the output in y_dtype to out_copy, and
+  // backward adds grad_copy (y_dtype) to grad_out in fp32, where non-null.
+  void* out_copy = nullptr;
+  const void* grad_copy = nullptr;
 };
+
+// Whether this build has the kernel changes made without a GPU
+// (-DXLNET_CUDA_PENDING=ON): LayerNormParams' copy.
+#ifdef XLNET_CUDA_PENDING
+inline constexpr bool kPendingKernels = true;
+#else
+inline constexpr bool kPendingKernels = false;
+#endif
 
 // The largest cols the LayerNorm kernels take (a warp keeps a row in
 // registers).

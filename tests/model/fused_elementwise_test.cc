@@ -11,9 +11,12 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "model/precision.h"
 #include "tests/model/test_util.h"
 
 namespace xlnet {
@@ -243,6 +246,83 @@ TEST_P(ResidualLnTest, Bf16InputWithFp32Residual) {
   EXPECT_LE(RelDiff(fused.grads[3], ref.grads[3]), 1e-5);
 }
 
+// The outputs of DropoutResidualLayerNormWithCopy (fused) or of
+// DropoutResidualLayerNorm followed by the cast it replaces, and the
+// gradients of the inputs for upstream gradients on the output (`on_out`)
+// and on the copy (`on_copy`).
+struct CopyRun {
+  torch::Tensor out, copy;
+  std::vector<torch::Tensor> grads;
+};
+
+CopyRun ResidualLnCopyRun(bool fused, const std::vector<torch::Tensor>& inputs,
+                          const ElementwiseDropout& d,
+                          const torch::Tensor& on_out,
+                          const torch::Tensor& on_copy) {
+  std::vector<torch::Tensor> in;
+  for (const auto& t : inputs)
+    in.push_back(t.detach().clone().requires_grad_());
+  CopyRun r;
+  if (fused) {
+    std::tie(r.out, r.copy) =
+        DropoutResidualLayerNormWithCopy(in[0], in[1], in[2], in[3], 1e-5, d);
+  } else {
+    r.out = DropoutResidualLayerNorm(in[0], in[1], in[2], in[3], 1e-5, d);
+    r.copy = r.out.to(in[0].scalar_type());
+  }
+  std::vector<torch::Tensor> outs, upstream;
+  if (on_out.defined()) {
+    outs.push_back(r.out);
+    upstream.push_back(on_out);
+  }
+  if (on_copy.defined()) {
+    outs.push_back(r.copy);
+    upstream.push_back(on_copy);
+  }
+  for (auto& g : torch::autograd::grad(outs, in, upstream)) {
+    r.grads.push_back(g.detach());
+  }
+  r.out = r.out.detach();
+  r.copy = r.copy.detach();
+  return r;
+}
+
+// The copy is the cast bit for bit, and so are the gradients whichever
+// outputs carry one (both, the output alone, the copy alone): backward adds
+// the copy's gradient to the output's in fp32, as autograd adds the cast's.
+TEST_P(ResidualLnTest, CopyIsTheCastBitForBit) {
+  for (const auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    torch::manual_seed(9);
+    const std::vector<torch::Tensor> inputs = {
+        torch::randn({5, 48}).to(dtype), torch::randn({5, 48}) * 2,
+        torch::randn({48}), torch::randn({48})};
+    const auto on_out = torch::randn({5, 48});
+    const auto on_copy = torch::randn({5, 48}).to(dtype);
+    const ElementwiseDropout d = Dropout(GetParam(), 21, 4);
+    const std::vector<std::pair<torch::Tensor, torch::Tensor>> upstream = {
+        {on_out, on_copy}, {on_out, {}}, {{}, on_copy}};
+    for (size_t u = 0; u < upstream.size(); ++u) {
+      SCOPED_TRACE(u);
+      const CopyRun fused = ResidualLnCopyRun(
+          true, inputs, d, upstream[u].first, upstream[u].second);
+      const CopyRun ref = ResidualLnCopyRun(false, inputs, d, upstream[u].first,
+                                            upstream[u].second);
+      EXPECT_EQ(fused.copy.scalar_type(), dtype);
+      EXPECT_TRUE(torch::equal(fused.out, ref.out));
+      EXPECT_TRUE(torch::equal(fused.copy, ref.copy));
+      ASSERT_EQ(fused.grads.size(), 4u);
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_TRUE(torch::equal(fused.grads[i], ref.grads[i])) << i;
+      }
+    }
+    // Not the same function: the gradients did depend on the copy's.
+    const CopyRun without = ResidualLnCopyRun(true, inputs, d, on_out, {});
+    const CopyRun with = ResidualLnCopyRun(true, inputs, d, on_out, on_copy);
+    EXPECT_FALSE(torch::equal(without.grads[1], with.grads[1]));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dropout, ResidualLnTest, ::testing::Values(0.0, 0.25));
 
 // ------------------------------------------------------------ the dropout
@@ -376,6 +456,15 @@ TEST(FusedElementwiseTest, RejectsBadArguments) {
                                         torch::zeros({4}), 1e-5, bad),
                c10::Error);
   EXPECT_THROW(FusedActivationFromName("swish"), c10::Error);
+  // The copy is for a low-precision y beside an fp32 residual.
+  EXPECT_THROW(DropoutResidualLayerNormWithCopy(y, y, torch::ones({4}),
+                                                torch::zeros({4}), 1e-5, {}),
+               c10::Error);
+  EXPECT_THROW(DropoutResidualLayerNormWithCopy(
+                   y.to(torch::kBFloat16), y.to(torch::kBFloat16),
+                   torch::ones({4}), torch::zeros({4}), 1e-5, {}),
+               c10::Error);
+  EXPECT_TRUE(LayerNormCopyAvailable(torch::kCPU));
 }
 
 // ------------------------------------------------------------ the model
@@ -454,6 +543,86 @@ TEST(FusedElementwiseModelTest, ActivationCheckpointingReplaysTheDropout) {
   // Dropout is on: another seed gives another loss.
   const ModelStep other = TrainStep(model, x, labels, true, false, 4);
   EXPECT_GT(std::abs(other.loss - plain.loss), 1e-4);
+}
+
+// Nodes called `name` in the autograd graph of `root`.
+int CountNodes(const torch::Tensor& root, const std::string& name) {
+  std::vector<torch::autograd::Node*> todo = {root.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  int count = 0;
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    if (node->name() == name) ++count;
+    for (const auto& edge : node->next_edges())
+      todo.push_back(edge.function.get());
+  }
+  return count;
+}
+
+// Under bf16 autocast with the fused ops, the LayerNorms' copies
+// (SetLayerNormCopies) change no bit of the logits, the loss, the
+// gradients or the new memory, dropout on (the seeds are drawn in the same
+// order), both streams, memory in and out; and they remove the streams'
+// casts from the loss's graph: the layer inputs' after the first and the
+// feed-forward inputs', two streams each, but for the last layer's content
+// stream, which the loss (from the query stream) does not reach.
+TEST(FusedElementwiseModelTest, LayerNormCopiesChangeNoBitUnderAutocast) {
+  XLNetConfig config = testing::TinyConfig();
+  config.dropout = 0.1;
+  auto model = testing::MakeRandomModel(config, 12);
+  XLNetInputs x =
+      testing::MakePlmInputs(2, 9, 3, config.vocab_size, {0, 2}, /*seed=*/13);
+  x.mems = {torch::randn({4, 2, config.d_model}),
+            torch::randn({4, 2, config.d_model})};
+  const auto labels = torch::randint(0, config.vocab_size, {2, 3});
+  struct Run {
+    ModelStep step;
+    std::vector<torch::Tensor> mems;
+    int casts = 0;
+  };
+  const auto run = [&](bool copies) {
+    model->train();
+    model->zero_grad();
+    model->transformer->SetFusedElementwise(true);
+    model->transformer->SetLayerNormCopies(copies);
+    torch::manual_seed(14);
+    Run r;
+    torch::Tensor loss;
+    {
+      AutocastGuard autocast(torch::kCPU, torch::kBFloat16);
+      XLNetLMOutputs out = model->forward(x, {/*use_mems=*/true});
+      loss = PartialPredictionLoss(out.logits, labels);
+      r.step.logits = out.logits.detach();
+      r.mems = out.new_mems;
+    }
+    r.casts = CountNodes(loss, "ToCopyBackward0");
+    loss.backward();
+    r.step.loss = loss.item<double>();
+    for (const auto& p : model->named_parameters()) {
+      if (p.value().grad().defined()) {
+        r.step.grads[p.key()] = p.value().grad().clone();
+      }
+    }
+    return r;
+  };
+  const Run cast = run(false);
+  const Run copy = run(true);
+  model->transformer->SetLayerNormCopies(true);
+  EXPECT_TRUE(torch::equal(cast.step.logits, copy.step.logits));
+  EXPECT_EQ(cast.step.loss, copy.step.loss);
+  ASSERT_EQ(cast.step.grads.size(), copy.step.grads.size());
+  for (const auto& [name, g] : cast.step.grads) {
+    EXPECT_TRUE(torch::equal(g, copy.step.grads.at(name))) << name;
+  }
+  ASSERT_EQ(cast.mems.size(), copy.mems.size());
+  for (size_t n = 0; n < cast.mems.size(); ++n) {
+    EXPECT_EQ(copy.mems[n].scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(torch::equal(cast.mems[n], copy.mems[n])) << n;
+  }
+  const int n_layer = static_cast<int>(config.n_layer);
+  EXPECT_EQ(cast.casts - copy.casts, 2 * (n_layer - 1) + 2 * n_layer - 1);
 }
 
 // ------------------------------------------------------------ CUDA
@@ -536,6 +705,90 @@ TEST(FusedElementwiseCudaTest, MatchesTheCpuImplementation) {
             BiasActRun(true, in1[0], in1[1], gelu, d, in1[2]);
         EXPECT_TRUE(again1.grads[1].equal(gpu1.grads[1]));
       }
+    }
+  }
+}
+
+// The copy on CUDA (builds with -DXLNET_CUDA_PENDING=ON): the kernels'
+// copy is the cast bit for bit and so are the gradients, on the widths of
+// every column-group variant, vectorised or not, with and without dropout;
+// then a bf16 training step of a tiny model with and without the copies.
+TEST(FusedElementwiseCudaTest, LayerNormCopyIsTheCastBitForBit) {
+  if (!torch::cuda::is_available() || !FusedElementwiseCompiled()) {
+    GTEST_SKIP() << "needs a GPU and a build with -DXLNET_CUDA_ATTENTION=ON";
+  }
+  if (!LayerNormCopyAvailable(torch::kCUDA)) {
+    GTEST_SKIP() << "needs a build with -DXLNET_CUDA_PENDING=ON";
+  }
+  const auto gpu = [](const torch::Tensor& t) { return t.to(torch::kCUDA); };
+  for (const auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    for (const double p : {0.0, 0.2}) {
+      for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+               {517, 768}, {37, 10}, {45, 1026}, {20, 2048}, {33, 1024}}) {
+        SCOPED_TRACE(::testing::Message() << dtype << " p " << p << " rows "
+                                          << rows << " cols " << cols);
+        torch::manual_seed(rows * cols);
+        const std::vector<torch::Tensor> inputs = {
+            gpu(torch::randn({rows, cols}).to(dtype)),
+            gpu(torch::randn({rows, cols})), gpu(torch::randn({cols})),
+            gpu(torch::randn({cols}))};
+        const auto on_out = gpu(torch::randn({rows, cols}));
+        const auto on_copy = gpu(torch::randn({rows, cols}).to(dtype));
+        const ElementwiseDropout d = Dropout(p, 0x5eedull, 2);
+        for (const auto& [a, b] :
+             std::vector<std::pair<torch::Tensor, torch::Tensor>>{
+                 {on_out, on_copy}, {on_out, {}}, {{}, on_copy}}) {
+          const CopyRun fused = ResidualLnCopyRun(true, inputs, d, a, b);
+          const CopyRun ref = ResidualLnCopyRun(false, inputs, d, a, b);
+          EXPECT_TRUE(torch::equal(fused.out, ref.out));
+          EXPECT_TRUE(torch::equal(fused.copy, ref.copy));
+          for (int i = 0; i < 4; ++i) {
+            EXPECT_TRUE(torch::equal(fused.grads[i], ref.grads[i])) << i;
+          }
+        }
+      }
+    }
+  }
+  // A tiny model's bf16 step: the copies against the casts. Bit for bit
+  // where two runs of the casts agree (else within rounding).
+  XLNetConfig config = testing::TinyConfig();
+  auto model = testing::MakeRandomModel(config, 15);
+  model->to(torch::kCUDA);
+  XLNetInputs x =
+      testing::MakePlmInputs(2, 9, 3, config.vocab_size, {0, 2}, /*seed=*/16);
+  x.input_ids = gpu(x.input_ids);
+  x.perm_mask = gpu(x.perm_mask);
+  x.target_mapping = gpu(x.target_mapping);
+  if (x.token_type_ids.defined()) x.token_type_ids = gpu(x.token_type_ids);
+  if (x.attention_mask.defined()) x.attention_mask = gpu(x.attention_mask);
+  const auto labels = gpu(torch::randint(0, config.vocab_size, {2, 3}));
+  const auto step = [&](bool copies) {
+    model->train();
+    model->zero_grad();
+    model->transformer->SetFusedElementwise(true);
+    model->transformer->SetLayerNormCopies(copies);
+    torch::manual_seed(17);
+    torch::Tensor loss;
+    {
+      AutocastGuard autocast(torch::kCUDA, torch::kBFloat16);
+      loss = PartialPredictionLoss(model->forward(x).logits, labels);
+    }
+    loss.backward();
+    std::vector<torch::Tensor> out = {loss.detach()};
+    for (const auto& q : model->parameters()) out.push_back(q.grad().clone());
+    return out;
+  };
+  const auto cast = step(false), cast_again = step(false), copy = step(true);
+  model->transformer->SetLayerNormCopies(true);
+  bool deterministic = true;
+  for (size_t i = 0; i < cast.size(); ++i) {
+    deterministic = deterministic && torch::equal(cast[i], cast_again[i]);
+  }
+  for (size_t i = 0; i < cast.size(); ++i) {
+    if (deterministic) {
+      EXPECT_TRUE(torch::equal(cast[i], copy[i])) << i;
+    } else {
+      EXPECT_LE(RelDiff(copy[i], cast[i]), 1e-5) << i;
     }
   }
 }
