@@ -151,24 +151,67 @@ ChunkGrid BiasActGrid(int64_t rows, int64_t cols) {
   return g;
 }
 
+// With kPendingKernels, BiasAct's keep bits of rows r and r + 1 for the
+// thread's 4 columns c0 .. c0 + 3 (bits 0-3: row r, 4-7: row r + 1).
+// Threads 2m and 2m + 1 hold the two halves of one draw's 8 columns: the
+// even thread draws row r, the odd one row r + 1, and one shuffle gives
+// each its half of both, so a row takes half a draw a thread rather than
+// one. Every thread of the warp calls (no early exit past cols).
+__device__ __forceinline__ uint32_t RowPairKeepBits(const Dropout& d, int64_t r,
+                                                    int64_t c0) {
+  if (!d.on) return 0xFFu;
+  const int odd = static_cast<int>(c0 >> 2) & 1;  // threadIdx.x & 1
+  const uint32_t draw = AttentionKeepBits8(d.seed, d.offset, d.stream, r + odd,
+                                           c0 & ~int64_t{7}, d.threshold);
+  const uint32_t other = __shfl_xor_sync(0xffffffffu, draw, 1);
+  const uint32_t first = odd ? other : draw, second = odd ? draw : other;
+  return ((first >> (4 * odd)) & 0xFu) | ((second >> (4 * odd)) & 0xFu) << 4;
+}
+
+// Dropout factors of 4 columns from 4 keep bits.
+__device__ __forceinline__ void FactorsOfBits(const Dropout& d, uint32_t bits,
+                                              float* f) {
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+    f[t] = !d.on ? 1.f : (bits >> t) & 1u ? d.scale : 0.f;
+}
+
 template <typename T>
 __global__ void BiasActForwardKernel(BiasActParams p, int64_t rows_per_chunk,
                                      bool vec, T* __restrict__ out) {
   const int64_t c0 = 4 * (blockIdx.x * int64_t{kThreads} + threadIdx.x);
-  if (c0 >= p.cols) return;
+  if (!kPendingKernels && c0 >= p.cols) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
   float bias[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) bias[t] = c0 + t < p.cols ? p.bias[c0 + t] : 0.f;
   const T* y = static_cast<const T*>(p.y);
-  for (int64_t r = r0; r < r1; ++r) {
-    float v[4], f[4];
-    Load4(y + r * p.cols, c0, p.cols, vec, v);
-    DropFactors(p.drop, r, c0, f);
+  if constexpr (kPendingKernels) {
+    // Rows in pairs, one draw a pair (RowPairKeepBits).
+    const bool active = c0 < p.cols;
+    for (int64_t r = r0; r < r1; r += 2) {
+      const uint32_t keep = RowPairKeepBits(p.drop, r, c0);
 #pragma unroll
-    for (int t = 0; t < 4; ++t) v[t] = Act(p.act, v[t] + bias[t]) * f[t];
-    Store4(out + r * p.cols, c0, p.cols, vec, v);
+      for (int k = 0; k < 2; ++k) {
+        if (!active || r + k >= r1) continue;
+        float v[4], f[4];
+        Load4(y + (r + k) * p.cols, c0, p.cols, vec, v);
+        FactorsOfBits(p.drop, keep >> (4 * k), f);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) v[t] = Act(p.act, v[t] + bias[t]) * f[t];
+        Store4(out + (r + k) * p.cols, c0, p.cols, vec, v);
+      }
+    }
+  } else {
+    for (int64_t r = r0; r < r1; ++r) {
+      float v[4], f[4];
+      Load4(y + r * p.cols, c0, p.cols, vec, v);
+      DropFactors(p.drop, r, c0, f);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) v[t] = Act(p.act, v[t] + bias[t]) * f[t];
+      Store4(out + r * p.cols, c0, p.cols, vec, v);
+    }
   }
 }
 
@@ -178,24 +221,48 @@ __global__ void BiasActBackwardKernel(BiasActParams p, int64_t rows_per_chunk,
                                       T* __restrict__ grad_y,
                                       float* __restrict__ partial) {
   const int64_t c0 = 4 * (blockIdx.x * int64_t{kThreads} + threadIdx.x);
-  if (c0 >= p.cols) return;
+  if (!kPendingKernels && c0 >= p.cols) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
   float bias[4], sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int t = 0; t < 4; ++t) bias[t] = c0 + t < p.cols ? p.bias[c0 + t] : 0.f;
   const T* y = static_cast<const T*>(p.y);
-  for (int64_t r = r0; r < r1; ++r) {
-    float v[4], g[4], f[4];
-    Load4(y + r * p.cols, c0, p.cols, vec, v);
-    Load4(grad_out + r * p.cols, c0, p.cols, vec, g);
-    DropFactors(p.drop, r, c0, f);
+  if constexpr (kPendingKernels) {
+    // Rows in pairs, one draw a pair (RowPairKeepBits); the sums still add
+    // the rows in order.
+    const bool active = c0 < p.cols;
+    for (int64_t r = r0; r < r1; r += 2) {
+      const uint32_t keep = RowPairKeepBits(p.drop, r, c0);
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      g[t] *= f[t] * ActGrad(p.act, v[t] + bias[t]);
-      sum[t] += g[t];
+      for (int k = 0; k < 2; ++k) {
+        if (!active || r + k >= r1) continue;
+        float v[4], g[4], f[4];
+        Load4(y + (r + k) * p.cols, c0, p.cols, vec, v);
+        Load4(grad_out + (r + k) * p.cols, c0, p.cols, vec, g);
+        FactorsOfBits(p.drop, keep >> (4 * k), f);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          g[t] *= f[t] * ActGrad(p.act, v[t] + bias[t]);
+          sum[t] += g[t];
+        }
+        Store4(grad_y + (r + k) * p.cols, c0, p.cols, vec, g);
+      }
     }
-    Store4(grad_y + r * p.cols, c0, p.cols, vec, g);
+    if (!active) return;
+  } else {
+    for (int64_t r = r0; r < r1; ++r) {
+      float v[4], g[4], f[4];
+      Load4(y + r * p.cols, c0, p.cols, vec, v);
+      Load4(grad_out + r * p.cols, c0, p.cols, vec, g);
+      DropFactors(p.drop, r, c0, f);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        g[t] *= f[t] * ActGrad(p.act, v[t] + bias[t]);
+        sum[t] += g[t];
+      }
+      Store4(grad_y + r * p.cols, c0, p.cols, vec, g);
+    }
   }
   float* part = partial + blockIdx.y * p.cols;
 #pragma unroll
@@ -298,11 +365,63 @@ __device__ __forceinline__ float WarpSum(float x) {
   return x;
 }
 
+// The keep bits of a row's kG groups of 4 columns a lane (bit 4g + t:
+// column 4 (lane + 32 g) + t), with kPendingKernels. One Philox draw
+// decides 8 columns, groups g of lanes 2m and 2m + 1 (columns 8m + 128 g
+// on): the even lane draws the pair's even groups, the odd lane the odd
+// ones, and one shuffle a group pair gives each lane its half of both, so
+// a row takes ceil(kG / 2) draws a lane rather than kG; the backward keeps
+// the bits for its second pass instead of drawing again. All lanes call.
+template <int kG>
+using RowKeep = std::conditional_t<(kG <= 8), uint32_t, uint64_t>;
+
+template <int kG>
+__device__ __forceinline__ RowKeep<kG> RowKeepBits(const Dropout& d, int64_t r,
+                                                   int lane) {
+  using W = RowKeep<kG>;
+  if (!d.on) return ~W{0};
+  const int odd = lane & 1;
+  W bits = 0;
+  // One draw at a time: interleaving them (unrolled) raises the forward's
+  // registers past what keeps 4 of its blocks an SM.
+#pragma unroll 1
+  for (int g = 0; g < kG; g += 2) {
+    const int mine = g + odd;  // the group this lane draws for the pair
+    uint32_t draw = 0;
+    if (mine < kG) {
+      draw = AttentionKeepBits8(d.seed, d.offset, d.stream, r,
+                                8 * ((lane >> 1) + 16 * int64_t{mine}),
+                                d.threshold);
+    }
+    const uint32_t other = __shfl_xor_sync(0xffffffffu, draw, 1);
+    // Group g's 8 decisions are the even lane's draw, g + 1's the odd
+    // lane's; this lane's 4 columns are half `odd` of each.
+    const uint32_t first = odd ? other : draw, second = odd ? draw : other;
+    bits |= static_cast<W>((first >> (4 * odd)) & 0xFu) << (4 * g);
+    if (g + 1 < kG) {
+      bits |= static_cast<W>((second >> (4 * odd)) & 0xFu) << (4 * (g + 1));
+    }
+  }
+  return bits;
+}
+
+// Dropout factors of group g's 4 columns from RowKeepBits.
+template <typename W>
+__device__ __forceinline__ void KeptFactors(const Dropout& d, W keep, int g,
+                                            float* f) {
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    f[t] = !d.on ? 1.f : (keep >> (4 * g + t)) & 1u ? d.scale : 0.f;
+  }
+}
+
 // z = drop(y) + residual for the lane's columns of row r (0 past cols);
-// kG groups of 4 columns per lane.
+// kG groups of 4 columns per lane. With kPendingKernels the dropout factors
+// come from `keep` (RowKeepBits), else from a draw a group.
 template <typename TY, typename TR, int kG>
 __device__ __forceinline__ void LoadRow(const LayerNormParams& p, int64_t r,
-                                        int lane, bool vec, float* z) {
+                                        int lane, bool vec, RowKeep<kG> keep,
+                                        float* z) {
   const TY* y = static_cast<const TY*>(p.y) + r * p.cols;
   const TR* res = static_cast<const TR*>(p.residual) + r * p.cols;
 #pragma unroll
@@ -317,7 +436,11 @@ __device__ __forceinline__ void LoadRow(const LayerNormParams& p, int64_t r,
     float yv[4], rv[4], f[4];
     Load4(y, c0, p.cols, vec, yv);
     Load4(res, c0, p.cols, vec, rv);
-    DropFactors(p.drop, r, c0, f);
+    if constexpr (kPendingKernels) {
+      KeptFactors(p.drop, keep, g, f);
+    } else {
+      DropFactors(p.drop, r, c0, f);
+    }
 #pragma unroll
     for (int t = 0; t < 4; ++t) zg[t] = yv[t] * f[t] + rv[t];
   }
@@ -347,9 +470,24 @@ __device__ __forceinline__ void RowStats(const LayerNormParams& p,
   *rstd = rsqrtf(WarpSum(q) / static_cast<float>(p.cols) + p.eps);
 }
 
+// Blocks of the LayerNorm forward kept resident per SM with
+// kPendingKernels, for kG column groups per lane: 4 (at most 64 registers)
+// up to 768 columns, 3 up to 1024; without the bound the compiler spends
+// registers on loads hoisted above the row's draws (92 at 768 columns:
+// half the resident warps). Wider rows keep their 64 values of z.
+#ifdef XLNET_CUDA_PENDING
+constexpr int LayerNormForwardMinBlocks(int groups) {
+  return groups <= 6 ? 4 : groups <= 8 ? 3 : 1;
+}
+#define XLNET_LN_FORWARD_BOUNDS(kG) \
+  __launch_bounds__(kThreads, LayerNormForwardMinBlocks(kG))
+#else
+#define XLNET_LN_FORWARD_BOUNDS(kG) __launch_bounds__(kThreads)
+#endif
+
 // kCopy: also write out's copy in TY to p.out_copy.
 template <typename TY, typename TR, int kG, bool kCopy>
-__global__ void __launch_bounds__(kThreads)
+__global__ void XLNET_LN_FORWARD_BOUNDS(kG)
     LayerNormForwardKernel(LayerNormParams p, bool vec, TR* __restrict__ out,
                            float* __restrict__ mean_out,
                            float* __restrict__ rstd_out) {
@@ -357,7 +495,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t r = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
   if (r >= p.rows) return;
   float z[4 * kG];
-  LoadRow<TY, TR, kG>(p, r, lane, vec, z);
+  const RowKeep<kG> keep =
+      kPendingKernels ? RowKeepBits<kG>(p.drop, r, lane) : RowKeep<kG>{0};
+  LoadRow<TY, TR, kG>(p, r, lane, vec, keep, z);
   float mean, rstd;
   RowStats<kG>(p, z, lane, &mean, &rstd);
   TR* o = out + r * p.cols;
@@ -443,7 +583,9 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
   }
   for (int64_t r = r0 + warp; r < r1; r += kWarps) {
     float z[4 * kG];
-    LoadRow<TY, TR, kG>(p, r, lane, vec, z);
+    const RowKeep<kG> keep =
+        kPendingKernels ? RowKeepBits<kG>(p.drop, r, lane) : RowKeep<kG>{0};
+    LoadRow<TY, TR, kG>(p, r, lane, vec, keep, z);
     const float mean = mean_in[r], rstd = rstd_in[r];
     float sum_dx = 0.f, sum_dx_xhat = 0.f;
 #pragma unroll
@@ -492,7 +634,11 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
       float go[4], gamma[4], dz[4], f[4], dy[4];
       LoadGradOut<TY, TR, kCopy>(p, grad_out, r, c0, vec, go);
       Load4(p.gamma, c0, p.cols, vec, gamma);
-      DropFactors(p.drop, r, c0, f);
+      if constexpr (kPendingKernels) {
+        KeptFactors(p.drop, keep, g, f);  // the first pass's decisions
+      } else {
+        DropFactors(p.drop, r, c0, f);
+      }
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int k = 4 * g + t;
