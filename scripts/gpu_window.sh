@@ -27,6 +27,9 @@
 # built elsewhere); LibTorch's own folder is taken from python3's torch.
 # XLNET_GPU_DATA: prepared shards for the benchmark (xlnet-data prepare);
 # default: prepared here from data/sample/brown_sample.txt.
+# scripts/gpu_bundle.sh packs binaries built elsewhere with their libraries
+# and shards; its unpack.sh prints XLNET_GPU_BIN, XLNET_GPU_LIB and
+# XLNET_GPU_DATA for them.
 # XLNET_GPU_VARIANTS: phase B's variants, ';'-separated "name:--set k=v ..."
 # (default below; a name starting with '+' runs the new binaries only, for
 # a setting the baseline does not know). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
