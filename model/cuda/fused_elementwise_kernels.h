@@ -26,6 +26,8 @@
 
 #include <cstdint>
 
+#include "model/cuda/pending.h"
+
 namespace xlnet::fused_elementwise {
 
 enum class DType { kFloat, kHalf, kBFloat16 };
@@ -81,14 +83,6 @@ struct LayerNormParams {
   void* out_copy = nullptr;
   const void* grad_copy = nullptr;
 };
-
-// Whether this build has the kernel changes made without a GPU
-// (-DXLNET_CUDA_PENDING=ON): LayerNormParams' copy.
-#ifdef XLNET_CUDA_PENDING
-inline constexpr bool kPendingKernels = true;
-#else
-inline constexpr bool kPendingKernels = false;
-#endif
 
 // The largest cols the LayerNorm kernels take (a warp keeps a row in
 // registers).
