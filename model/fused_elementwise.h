@@ -83,7 +83,7 @@ torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
 
 // Whether DropoutResidualLayerNormWithCopy runs on `device`: always on the
 // CPU; on CUDA only in builds with -DXLNET_CUDA_PENDING=ON (its kernel
-// change has not yet run on a GPU).
+// change, off by default, has run in one GPU window so far).
 bool LayerNormCopyAvailable(const torch::Device& device);
 
 // DropoutResidualLayerNorm that also returns its output in y's dtype, {out,

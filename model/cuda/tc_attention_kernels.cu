@@ -36,7 +36,6 @@
 #include <cmath>
 #include <type_traits>
 
-#include "model/cuda/pending.h"
 #include "model/cuda/tc_attention_kernels.h"
 #include "model/philox.h"
 
@@ -376,18 +375,15 @@ __device__ __forceinline__ void LoadA(uint32_t a[kDh / 16][4], const T* src,
 }
 
 // c = a . b^T: 16 rows (A fragments) x the 64 rows of b in shared memory,
-// over kDh; c[n] is the C fragment of b's rows 8n .. 8n + 7. Only the
-// first `blocks` n-blocks (warp-uniform; the others are left as they are).
+// over kDh; c[n] is the C fragment of b's rows 8n .. 8n + 7.
 template <typename T, int kDh>
 __device__ __forceinline__ void ProductT(float c[8][4],
                                          const uint32_t a[kDh / 16][4],
-                                         const T* b_s, int lane,
-                                         int blocks = 8) {
+                                         const T* b_s, int lane) {
   const int g = lane / 4, t = lane % 4;
   constexpr int kLd = kDh + kPad;
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
-    if (n >= blocks) break;
     c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
     const T* b0 = b_s + (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
@@ -401,17 +397,15 @@ __device__ __forceinline__ void ProductT(float c[8][4],
 // packed to 16 bits, are the A fragment of k-step kk), b 64 rows x kDh in
 // shared memory. b's B fragments by transposing ldmatrix: matrices (rows
 // 16kk.., 16kk + 8.., columns 8n.., then 8n + 8..) are n-blocks n, n + 1.
-// Only the first `ksteps` k-steps (warp-uniform).
 template <typename T, int kDh>
 __device__ __forceinline__ void ProductAcc(float acc[kDh / 8][4],
                                            const float x[8][4], const T* b_s,
-                                           int lane, int ksteps = 4) {
+                                           int lane) {
   constexpr int kLd = kDh + kPad;
   static_assert(kDh % 16 == 0, "n-blocks in pairs");
   const unsigned row = SharedAddress(b_s + (lane % 16) * kLd + (lane / 16) * 8);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    if (kk >= ksteps) break;
     const uint32_t xa[4] = {Pack<T>(x[2 * kk][0], x[2 * kk][1]),
                             Pack<T>(x[2 * kk][2], x[2 * kk][3]),
                             Pack<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]),
@@ -872,23 +866,15 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     if (more) load_tile(1 - x, static_cast<int>(i0) + kBlockRows);
     const DkDvBuffer<T, kDh>& buf = bufs[x];
 
-    // With kPendingKernels, a query tile with fewer than 64 rows (the query
-    // stream's last: 21 of its 85 targets) skips its k-steps of 16 rows
-    // past Lq, whose P and dS are 0.
-    const int ksteps =
-        kPendingKernels
-            ? static_cast<int>(min(int64_t{4}, (p.lq - i0 + 15) / 16))
-            : 4;
     // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x 64 rows.
     float st[kRowBlocks][4], dpt[kRowBlocks][4];
-    ProductT<T, kDh>(st, ka, buf.q, lane, 2 * ksteps);
-    ProductT<T, kDh>(dpt, va, buf.dout, lane, 2 * ksteps);
+    ProductT<T, kDh>(st, ka, buf.q, lane);
+    ProductT<T, kDh>(dpt, va, buf.dout, lane);
     // Element (key jj, row r): P from the forward's lse, then dS. The
     // warp's keys are all in word warp / 2 of a row's bits.
     const int word = warp / 2;
 #pragma unroll
     for (int n = 0; n < kRowBlocks; ++n) {
-      if (n >= 2 * ksteps) break;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const RowTerms& row = buf.rows[n * 8 + 2 * t + (e & 1)];
@@ -906,8 +892,8 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
       }
     }
     // dv += P^T dout, dk += dS^T qw: the k-steps run over the 64 rows.
-    ProductAcc<T, kDh>(dv, st, buf.dout, lane, ksteps);
-    ProductAcc<T, kDh>(dk, dpt, buf.q, lane, ksteps);
+    ProductAcc<T, kDh>(dv, st, buf.dout, lane);
+    ProductAcc<T, kDh>(dk, dpt, buf.q, lane);
     __syncthreads();  // buffer x is free for the tile after next
   }
 
