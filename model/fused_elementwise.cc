@@ -724,7 +724,7 @@ torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
 
 bool LayerNormCopyAvailable(const torch::Device& device) {
   if (!device.is_cuda()) return true;
-#if defined(XLNET_CUDA_ATTENTION) && defined(XLNET_CUDA_PENDING)
+#ifdef XLNET_CUDA_ATTENTION
   return true;
 #else
   return false;
@@ -742,9 +742,10 @@ std::pair<torch::Tensor, torch::Tensor> DropoutResidualLayerNormWithCopy(
               "DropoutResidualLayerNormWithCopy: y must be fp16 or bf16 and "
               "the residual fp32, got ",
               y.scalar_type(), " and ", residual.scalar_type());
-  TORCH_CHECK(LayerNormCopyAvailable(y.device()),
-              "DropoutResidualLayerNormWithCopy on ", y.device(),
-              " needs a build with -DXLNET_CUDA_PENDING=ON");
+  TORCH_CHECK(
+      LayerNormCopyAvailable(y.device()),
+      "DropoutResidualLayerNormWithCopy on ", y.device(),
+      " needs a build with our CUDA kernels (-DXLNET_CUDA_ATTENTION=ON)");
   auto out = DropoutResidualLayerNormFunction::apply(
       y, residual, gamma, beta, eps, dropout.p,
       static_cast<int64_t>(dropout.seed), static_cast<int64_t>(dropout.offset),

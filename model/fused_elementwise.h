@@ -82,8 +82,7 @@ torch::Tensor DropoutResidualLayerNorm(const torch::Tensor& y,
                                        const ElementwiseDropout& dropout);
 
 // Whether DropoutResidualLayerNormWithCopy runs on `device`: always on the
-// CPU; on CUDA only in builds with -DXLNET_CUDA_PENDING=ON (its kernel
-// change, off by default, has run in one GPU window so far).
+// CPU; on CUDA in builds with our kernels (-DXLNET_CUDA_ATTENTION=ON).
 bool LayerNormCopyAvailable(const torch::Device& device);
 
 // DropoutResidualLayerNorm that also returns its output in y's dtype, {out,

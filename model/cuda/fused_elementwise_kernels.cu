@@ -81,23 +81,6 @@ __device__ __forceinline__ void Store4(T* row, int64_t c0, int64_t cols,
   }
 }
 
-// Dropout factors of elements (row, c0 .. c0 + 3), c0 a multiple of 4:
-// scale if kept, 0 if dropped.
-__device__ __forceinline__ void DropFactors(const Dropout& d, int64_t row,
-                                            int64_t c0, float* f) {
-  if (!d.on) {
-#pragma unroll
-    for (int t = 0; t < 4; ++t) f[t] = 1.f;
-    return;
-  }
-  // c0's half of the draw of its 8 columns.
-  const uint32_t bits = AttentionKeepBits8(d.seed, d.offset, d.stream, row,
-                                           c0 & ~int64_t{7}, d.threshold) >>
-                        (c0 & 4);
-#pragma unroll
-  for (int t = 0; t < 4; ++t) f[t] = (bits >> t) & 1u ? d.scale : 0.f;
-}
-
 constexpr float kSqrtHalf = 0.70710678118654752f;     // 1 / sqrt(2)
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1 / sqrt(2 pi)
 constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2 / pi)
@@ -151,7 +134,7 @@ ChunkGrid BiasActGrid(int64_t rows, int64_t cols) {
   return g;
 }
 
-// With kPendingKernels, BiasAct's keep bits of rows r and r + 1 for the
+// BiasAct's keep bits of rows r and r + 1 for the
 // thread's 4 columns c0 .. c0 + 3 (bits 0-3: row r, 4-7: row r + 1).
 // Threads 2m and 2m + 1 hold the two halves of one draw's 8 columns: the
 // even thread draws row r, the odd one row r + 1, and one shuffle gives
@@ -180,37 +163,25 @@ template <typename T>
 __global__ void BiasActForwardKernel(BiasActParams p, int64_t rows_per_chunk,
                                      bool vec, T* __restrict__ out) {
   const int64_t c0 = 4 * (blockIdx.x * int64_t{kThreads} + threadIdx.x);
-  if (!kPendingKernels && c0 >= p.cols) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
   float bias[4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) bias[t] = c0 + t < p.cols ? p.bias[c0 + t] : 0.f;
   const T* y = static_cast<const T*>(p.y);
-  if constexpr (kPendingKernels) {
-    // Rows in pairs, one draw a pair (RowPairKeepBits).
-    const bool active = c0 < p.cols;
-    for (int64_t r = r0; r < r1; r += 2) {
-      const uint32_t keep = RowPairKeepBits(p.drop, r, c0);
+  // Rows in pairs, one draw a pair (RowPairKeepBits).
+  const bool active = c0 < p.cols;
+  for (int64_t r = r0; r < r1; r += 2) {
+    const uint32_t keep = RowPairKeepBits(p.drop, r, c0);
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        if (!active || r + k >= r1) continue;
-        float v[4], f[4];
-        Load4(y + (r + k) * p.cols, c0, p.cols, vec, v);
-        FactorsOfBits(p.drop, keep >> (4 * k), f);
-#pragma unroll
-        for (int t = 0; t < 4; ++t) v[t] = Act(p.act, v[t] + bias[t]) * f[t];
-        Store4(out + (r + k) * p.cols, c0, p.cols, vec, v);
-      }
-    }
-  } else {
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      if (!active || r + k >= r1) continue;
       float v[4], f[4];
-      Load4(y + r * p.cols, c0, p.cols, vec, v);
-      DropFactors(p.drop, r, c0, f);
+      Load4(y + (r + k) * p.cols, c0, p.cols, vec, v);
+      FactorsOfBits(p.drop, keep >> (4 * k), f);
 #pragma unroll
       for (int t = 0; t < 4; ++t) v[t] = Act(p.act, v[t] + bias[t]) * f[t];
-      Store4(out + r * p.cols, c0, p.cols, vec, v);
+      Store4(out + (r + k) * p.cols, c0, p.cols, vec, v);
     }
   }
 }
@@ -221,49 +192,33 @@ __global__ void BiasActBackwardKernel(BiasActParams p, int64_t rows_per_chunk,
                                       T* __restrict__ grad_y,
                                       float* __restrict__ partial) {
   const int64_t c0 = 4 * (blockIdx.x * int64_t{kThreads} + threadIdx.x);
-  if (!kPendingKernels && c0 >= p.cols) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
   float bias[4], sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int t = 0; t < 4; ++t) bias[t] = c0 + t < p.cols ? p.bias[c0 + t] : 0.f;
   const T* y = static_cast<const T*>(p.y);
-  if constexpr (kPendingKernels) {
-    // Rows in pairs, one draw a pair (RowPairKeepBits); the sums still add
-    // the rows in order.
-    const bool active = c0 < p.cols;
-    for (int64_t r = r0; r < r1; r += 2) {
-      const uint32_t keep = RowPairKeepBits(p.drop, r, c0);
+  // Rows in pairs, one draw a pair (RowPairKeepBits); the sums still add
+  // the rows in order.
+  const bool active = c0 < p.cols;
+  for (int64_t r = r0; r < r1; r += 2) {
+    const uint32_t keep = RowPairKeepBits(p.drop, r, c0);
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        if (!active || r + k >= r1) continue;
-        float v[4], g[4], f[4];
-        Load4(y + (r + k) * p.cols, c0, p.cols, vec, v);
-        Load4(grad_out + (r + k) * p.cols, c0, p.cols, vec, g);
-        FactorsOfBits(p.drop, keep >> (4 * k), f);
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          g[t] *= f[t] * ActGrad(p.act, v[t] + bias[t]);
-          sum[t] += g[t];
-        }
-        Store4(grad_y + (r + k) * p.cols, c0, p.cols, vec, g);
-      }
-    }
-    if (!active) return;
-  } else {
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      if (!active || r + k >= r1) continue;
       float v[4], g[4], f[4];
-      Load4(y + r * p.cols, c0, p.cols, vec, v);
-      Load4(grad_out + r * p.cols, c0, p.cols, vec, g);
-      DropFactors(p.drop, r, c0, f);
+      Load4(y + (r + k) * p.cols, c0, p.cols, vec, v);
+      Load4(grad_out + (r + k) * p.cols, c0, p.cols, vec, g);
+      FactorsOfBits(p.drop, keep >> (4 * k), f);
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         g[t] *= f[t] * ActGrad(p.act, v[t] + bias[t]);
         sum[t] += g[t];
       }
-      Store4(grad_y + r * p.cols, c0, p.cols, vec, g);
+      Store4(grad_y + (r + k) * p.cols, c0, p.cols, vec, g);
     }
   }
+  if (!active) return;
   float* part = partial + blockIdx.y * p.cols;
 #pragma unroll
   for (int t = 0; t < 4; ++t)
@@ -366,7 +321,7 @@ __device__ __forceinline__ float WarpSum(float x) {
 }
 
 // The keep bits of a row's kG groups of 4 columns a lane (bit 4g + t:
-// column 4 (lane + 32 g) + t), with kPendingKernels. One Philox draw
+// column 4 (lane + 32 g) + t). One Philox draw
 // decides 8 columns, groups g of lanes 2m and 2m + 1 (columns 8m + 128 g
 // on): the even lane draws the pair's even groups, the odd lane the odd
 // ones, and one shuffle a group pair gives each lane its half of both, so
@@ -416,8 +371,8 @@ __device__ __forceinline__ void KeptFactors(const Dropout& d, W keep, int g,
 }
 
 // z = drop(y) + residual for the lane's columns of row r (0 past cols);
-// kG groups of 4 columns per lane. With kPendingKernels the dropout factors
-// come from `keep` (RowKeepBits), else from a draw a group.
+// kG groups of 4 columns per lane; the dropout factors come from `keep`
+// (RowKeepBits).
 template <typename TY, typename TR, int kG>
 __device__ __forceinline__ void LoadRow(const LayerNormParams& p, int64_t r,
                                         int lane, bool vec, RowKeep<kG> keep,
@@ -436,11 +391,7 @@ __device__ __forceinline__ void LoadRow(const LayerNormParams& p, int64_t r,
     float yv[4], rv[4], f[4];
     Load4(y, c0, p.cols, vec, yv);
     Load4(res, c0, p.cols, vec, rv);
-    if constexpr (kPendingKernels) {
-      KeptFactors(p.drop, keep, g, f);
-    } else {
-      DropFactors(p.drop, r, c0, f);
-    }
+    KeptFactors(p.drop, keep, g, f);
 #pragma unroll
     for (int t = 0; t < 4; ++t) zg[t] = yv[t] * f[t] + rv[t];
   }
@@ -470,24 +421,18 @@ __device__ __forceinline__ void RowStats(const LayerNormParams& p,
   *rstd = rsqrtf(WarpSum(q) / static_cast<float>(p.cols) + p.eps);
 }
 
-// Blocks of the LayerNorm forward kept resident per SM with
-// kPendingKernels, for kG column groups per lane: 4 (at most 64 registers)
+// Blocks of the LayerNorm forward kept resident per SM, for kG column
+// groups per lane: 4 (at most 64 registers)
 // up to 768 columns, 3 up to 1024; without the bound the compiler spends
 // registers on loads hoisted above the row's draws (92 at 768 columns:
 // half the resident warps). Wider rows keep their 64 values of z.
-#ifdef XLNET_CUDA_PENDING
 constexpr int LayerNormForwardMinBlocks(int groups) {
   return groups <= 6 ? 4 : groups <= 8 ? 3 : 1;
 }
-#define XLNET_LN_FORWARD_BOUNDS(kG) \
-  __launch_bounds__(kThreads, LayerNormForwardMinBlocks(kG))
-#else
-#define XLNET_LN_FORWARD_BOUNDS(kG) __launch_bounds__(kThreads)
-#endif
 
 // kCopy: also write out's copy in TY to p.out_copy.
 template <typename TY, typename TR, int kG, bool kCopy>
-__global__ void XLNET_LN_FORWARD_BOUNDS(kG)
+__global__ void __launch_bounds__(kThreads, LayerNormForwardMinBlocks(kG))
     LayerNormForwardKernel(LayerNormParams p, bool vec, TR* __restrict__ out,
                            float* __restrict__ mean_out,
                            float* __restrict__ rstd_out) {
@@ -495,8 +440,7 @@ __global__ void XLNET_LN_FORWARD_BOUNDS(kG)
   const int64_t r = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
   if (r >= p.rows) return;
   float z[4 * kG];
-  const RowKeep<kG> keep =
-      kPendingKernels ? RowKeepBits<kG>(p.drop, r, lane) : RowKeep<kG>{0};
+  const RowKeep<kG> keep = RowKeepBits<kG>(p.drop, r, lane);
   LoadRow<TY, TR, kG>(p, r, lane, vec, keep, z);
   float mean, rstd;
   RowStats<kG>(p, z, lane, &mean, &rstd);
@@ -583,8 +527,7 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
   }
   for (int64_t r = r0 + warp; r < r1; r += kWarps) {
     float z[4 * kG];
-    const RowKeep<kG> keep =
-        kPendingKernels ? RowKeepBits<kG>(p.drop, r, lane) : RowKeep<kG>{0};
+    const RowKeep<kG> keep = RowKeepBits<kG>(p.drop, r, lane);
     LoadRow<TY, TR, kG>(p, r, lane, vec, keep, z);
     const float mean = mean_in[r], rstd = rstd_in[r];
     float sum_dx = 0.f, sum_dx_xhat = 0.f;
@@ -634,11 +577,7 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
       float go[4], gamma[4], dz[4], f[4], dy[4];
       LoadGradOut<TY, TR, kCopy>(p, grad_out, r, c0, vec, go);
       Load4(p.gamma, c0, p.cols, vec, gamma);
-      if constexpr (kPendingKernels) {
-        KeptFactors(p.drop, keep, g, f);  // the first pass's decisions
-      } else {
-        DropFactors(p.drop, r, c0, f);
-      }
+      KeptFactors(p.drop, keep, g, f);  // the first pass's decisions
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const int k = 4 * g + t;
@@ -709,8 +648,8 @@ cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
                    grad_beta, s);
 }
 
-// The kernels with the copy (kPendingKernels builds, fp16/bf16 y with an
-// fp32 residual, where asked for) or without it.
+// The kernels with the copy (fp16/bf16 y with an fp32 residual, where asked
+// for) or without it.
 template <typename TY, typename TR, int kG>
 cudaError_t LaunchCopyOrNot(const LayerNormParams& p, bool forward, void* out,
                             float* mean, float* rstd, const void* grad_out,
@@ -718,8 +657,7 @@ cudaError_t LaunchCopyOrNot(const LayerNormParams& p, bool forward, void* out,
                             float* grad_gamma, float* grad_beta,
                             cudaStream_t s) {
   const bool copy = forward ? p.out_copy != nullptr : p.grad_copy != nullptr;
-  if constexpr (kPendingKernels && std::is_same_v<TR, float> &&
-                !std::is_same_v<TY, float>) {
+  if constexpr (std::is_same_v<TR, float> && !std::is_same_v<TY, float>) {
     if (copy) {
       return LaunchLayerNorm<TY, TR, kG, true>(
           p, forward, out, mean, rstd, grad_out, grad_y, grad_res, partial,

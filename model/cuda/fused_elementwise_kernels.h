@@ -14,7 +14,7 @@
 //   ResidualLayerNorm:
 //             z = drop(y) + residual                 y [rows, cols] T
 //             out = (z - mean) * rstd * gamma + beta residual, out    R
-//             (and out's copy in T, with kPendingKernels)
+//             (and out's copy in T, where asked for)
 // with T, R in {fp32, fp16, bf16} (R fp32 or T), all arithmetic in fp32,
 // bias/gamma/beta fp32. Gradients of bias, gamma and beta are sums over
 // rows: each block writes its partial sums to a workspace, then a second
@@ -25,8 +25,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-
-#include "model/cuda/pending.h"
 
 namespace xlnet::fused_elementwise {
 
@@ -77,9 +75,9 @@ struct LayerNormParams {
   const float* beta = nullptr;   // [cols]
   float eps = 1e-12f;
   Dropout drop;
-  // Only in builds with XLNET_CUDA_PENDING (kPendingKernels), residual
-  // fp32: forward also writes the output in y_dtype to out_copy, and
-  // backward adds grad_copy (y_dtype) to grad_out in fp32, where non-null.
+  // With y fp16/bf16 and the residual fp32 only: forward also writes the output
+  // in y_dtype to out_copy, and backward adds grad_copy (y_dtype) to grad_out
+  // in fp32, where non-null.
   void* out_copy = nullptr;
   const void* grad_copy = nullptr;
 };
