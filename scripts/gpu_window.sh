@@ -33,7 +33,8 @@
 # XLNET_GPU_VARIANTS: phase B's variants, ';'-separated "name:--set k=v ..."
 # (default below; a name starting with '+' runs the new binaries only, for
 # a setting the baseline does not know). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
-# that run CUDA kernels against their CPU implementations.
+# that run CUDA kernels against their CPU implementations (and HfDh64Test:
+# the tensor-core kernels against HuggingFace).
 #
 # XLNET_GPU_DRY_RUN=1 runs every phase on the CPU with tiny sizes, to check
 # the script itself on a machine without a GPU.
@@ -117,7 +118,7 @@ phase_env() {
 
 phase_A() {
   echo "== A: kernels against their CPU implementations"
-  local filter=${XLNET_GPU_KERNEL_TESTS:-'*Cuda*:*Fused*:*Sdpa*:*PositionBias*'}
+  local filter=${XLNET_GPU_KERNEL_TESTS:-'*Cuda*:*Fused*:*Sdpa*:*PositionBias*:HfDh64Test.*'}
   XLNET_TEST_DEVICE=$DEVICE timed "A kernels" run_logged "$OUT/A_kernels.log" \
     "$BIN/xlnet_model_test" --gtest_filter="$filter" \
     --gtest_output="json:$OUT/A_kernels.json"
