@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <tuple>
 #include <utility>
@@ -172,15 +173,24 @@ torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
   if (config.reuse_len.has_value() && *config.reuse_len > 0) {
     c = c.narrow(0, 0, std::min<int64_t>(*config.reuse_len, c.size(0)));
   }
-  // Only the rows kept are cast; a cast writes time-major [L', B, D] memory
-  // directly (cur is usually a transposed view of [B, L, D]).
+  const int64_t keep = config.mem_len.has_value() && *config.mem_len > 0
+                           ? *config.mem_len
+                           : std::numeric_limits<int64_t>::max();
+  // Only the rows kept are cast and copied: the last `keep` of cat(prev, c),
+  // so prev contributes at most keep - L' rows (none when c alone fills
+  // the memory).
+  if (c.size(0) >= keep) c = c.narrow(0, c.size(0) - keep, keep);
+  // A cast writes time-major [L', B, D] memory directly (cur is usually a
+  // transposed view of [B, L, D]).
   c = c.to(type, /*non_blocking=*/false, /*copy=*/false,
            c10::MemoryFormat::Contiguous);
-  auto m =
-      prev.defined() ? torch::cat({prev.to(type), c}, 0) : c;  // [M+L, B, D]
-  if (config.mem_len.has_value() && *config.mem_len > 0 &&
-      m.size(0) > *config.mem_len) {
-    m = m.narrow(0, m.size(0) - *config.mem_len, *config.mem_len);
+  torch::Tensor m = c;
+  const int64_t from_prev =
+      prev.defined() ? std::min(prev.size(0), keep - c.size(0)) : 0;
+  if (from_prev > 0) {
+    m = torch::cat(
+        {prev.narrow(0, prev.size(0) - from_prev, from_prev).to(type), c},
+        0);  // [min(M + L', keep), B, D]
   }
   return m.detach().contiguous();
 }
@@ -242,9 +252,12 @@ torch::ScalarType ComputeDtype(const torch::Tensor& x) {
 // unless the previous layer's LayerNorm wrote that copy (in.h_low,
 // in.g_low); memory joins the content stream in the compute dtype, so the
 // [B, K, D] keys/values input is written once, in bf16/fp16, and read by
-// one product.
+// one product. Where `keys_values` is given it receives that input
+// (cat(memory, content stream) batch-major, in the compute dtype), from
+// which the new memory is a view (MemoryFromKeysValues).
 LayerStreams RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
-                      const torch::Tensor& mem, const LayerStreams& in) {
+                      const torch::Tensor& mem, const LayerStreams& in,
+                      torch::Tensor* keys_values = nullptr) {
   auto& attn = lay.rel_attn;
   const torch::Tensor& h_in = in.h;
   const torch::ScalarType dtype = ComputeDtype(h_in);
@@ -253,6 +266,7 @@ LayerStreams RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
   auto cat = mem.defined()
                  ? torch::cat({mem.transpose(0, 1).to(dtype), h_low}, 1)
                  : h_low;                                  // [B, K, D]
+  if (keys_values) *keys_values = cat;
   auto [k_head, v_head] = attn->ProjectKeysValues(cat);    // [B, H, K, Dh] each
   // [Bp, H, R, Dh]: with bi_data, rows [0, B/2) of the batch take the
   // forward positions and [B/2, B) the backward ones (PositionsForCore).
@@ -310,6 +324,27 @@ LayerStreams RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
   }
   std::tie(out.h, out.h_low) = ff(post_h);  // [B, L, D]
   return out;
+}
+
+// CacheMem's rows without a copy: `keys_values` [B, M + L, D] is RunLayer's
+// cat(memory of M rows, the layer's input), in which the rows CacheMem
+// keeps, the last mem_len of cat(memory, input[:reuse_len]), are one
+// contiguous range. A detached time-major view [M', B, D] of it: the
+// memory keeps the whole tensor alive (its L - reuse_len rows too) until
+// it is replaced.
+torch::Tensor MemoryFromKeysValues(const torch::Tensor& keys_values,
+                                   int64_t mlen, const XLNetConfig& config) {
+  const int64_t l = keys_values.size(1) - mlen;
+  const int64_t reuse = config.reuse_len.has_value() && *config.reuse_len > 0
+                            ? std::min(*config.reuse_len, l)
+                            : l;
+  const int64_t end = mlen + reuse;
+  const int64_t keep = config.mem_len.has_value() && *config.mem_len > 0
+                           ? std::min(*config.mem_len, end)
+                           : end;
+  return keys_values.detach()
+      .narrow(1, end - keep, keep)  // [B, M', D]
+      .transpose(0, 1);             // [M', B, D]
 }
 
 // What new_mems keep: the config's mem_len/reuse_len, or the whole input
@@ -512,10 +547,13 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     auto lay = layer->ptr<XLNetLayerImpl>(n);
     torch::Tensor mem;
     if (has_mems) mem = inputs.mems[n];
-    if (options.use_mems) {
-      // In the compute dtype: memory only feeds the key/value product,
-      // which would cast it there anyway (half the bytes under bf16). The
-      // previous layer's copy where it wrote one: the same values.
+    // New memory in the compute dtype: memory only feeds the key/value
+    // product, which would cast it there anyway (half the bytes under
+    // bf16). Without activation checkpointing a view of the layer's
+    // key/value input (MemoryFromKeysValues), else a copy (CacheMem; the
+    // previous layer's copy in the compute dtype where it wrote one: the
+    // same values).
+    if (options.use_mems && checkpoint) {
       const auto& cur = streams.h_low.defined() ? streams.h_low : streams.h;
       out.new_mems.push_back(CacheMem(cur.transpose(0, 1), mem, cache_config,
                                       ComputeDtype(streams.h)));  // [M', B, D]
@@ -563,7 +601,13 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
       streams.h = next[0];
       if (two_stream) streams.g = next[1];
     } else {
-      streams = RunLayer(*lay, *context, mem, streams);
+      torch::Tensor keys_values;
+      streams = RunLayer(*lay, *context, mem, streams,
+                         options.use_mems ? &keys_values : nullptr);
+      if (options.use_mems) {
+        out.new_mems.push_back(MemoryFromKeysValues(
+            keys_values, mem.defined() ? mem.size(0) : 0, cache_config));
+      }
     }
     context->casts = nullptr;
   }

@@ -77,7 +77,9 @@ struct XLNetOutputs {
   // n_layer tensors [M', B, D], detached (only with use_mems), in the
   // compute dtype: bf16/fp16 under autocast (memory only feeds the key/value
   // product, which runs in that dtype), else the model's dtype. Any float
-  // dtype is accepted back as `mems`.
+  // dtype and layout is accepted back as `mems`. Without activation
+  // checkpointing each is a view of its layer's batch-major key/value input
+  // [B, M + L, D] (not contiguous; no copy is made), else contiguous.
   std::vector<torch::Tensor> new_mems;
 };
 

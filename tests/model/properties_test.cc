@@ -324,6 +324,95 @@ TEST(MemoryTest, MemsBuiltByHandAndReuseLen) {
   EXPECT_TRUE(torch::equal(out2.new_mems[0].narrow(0, 0, 6), next.mems[0].narrow(0, 2, 6)));
 }
 
+// CacheMem against its definition, HF's cache_mem: the last mem_len rows of
+// cat(prev, cur[:reuse_len]) (every row when mem_len is unset or 0), with
+// cur a transposed view as the model passes it, cast to the asked dtype,
+// contiguous; also when cur alone fills the memory and with no prev.
+TEST(MemoryTest, CacheMemIsTheLastRowsOfTheConcatenation) {
+  torch::manual_seed(13);
+  const auto cur_bl = torch::randn({2, 7, 5});  // [B, L, D]
+  const auto cur = cur_bl.transpose(0, 1);      // [L, B, D] view
+  for (const int64_t prev_rows : {-1, 0, 3, 9}) {
+    for (const int64_t reuse : {0, 4, 7}) {
+      for (const int64_t mem_len : {0, 2, 4, 6, 10, 20}) {
+        for (const bool bf16 : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "prev " << prev_rows << " reuse " << reuse
+                       << " mem_len " << mem_len << " bf16 " << bf16);
+          XLNetConfig config = TinyConfig();
+          config.mem_len = mem_len;
+          config.reuse_len = reuse;
+          const torch::Tensor prev =
+              prev_rows < 0 ? torch::Tensor() : torch::randn({prev_rows, 2, 5});
+          const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+          const auto got = CacheMem(cur, prev, config, type);
+          auto want = reuse > 0 ? cur.narrow(0, 0, reuse) : cur;
+          if (prev.defined()) want = torch::cat({prev, want}, 0);
+          if (mem_len > 0 && want.size(0) > mem_len) {
+            want = want.narrow(0, want.size(0) - mem_len, mem_len);
+          }
+          EXPECT_EQ(got.scalar_type(), type);
+          EXPECT_TRUE(got.is_contiguous());
+          EXPECT_FALSE(got.requires_grad());
+          EXPECT_TRUE(torch::equal(got, want.to(type)));
+        }
+      }
+    }
+  }
+}
+
+// The memory a forward returns is a view of each layer's key/value input
+// without activation checkpointing and CacheMem's copy with it: the same
+// values, over two segments (memory then present), for reuse_len and
+// mem_len shorter, equal to and longer than what they cut, in fp32 and
+// under bf16 autocast with the fused element-wise ops.
+TEST(MemoryTest, MemoryViewsEqualCacheMemCopies) {
+  for (const int64_t reuse : {0, 3, 6}) {
+    for (const int64_t mem_len : {0, 4, 6, 9, 20}) {
+      for (const bool bf16 : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "reuse " << reuse << " mem_len "
+                                          << mem_len << " bf16 " << bf16);
+        auto config = TinyConfig();
+        config.mem_len = mem_len;
+        config.reuse_len = reuse;
+        auto model = MakeRandomModel(config, 21);
+        model->train();  // dropout 0; checkpointing needs grad mode
+        model->transformer->SetFusedElementwise(bf16);
+        torch::manual_seed(22);
+        const auto ids1 = torch::randint(0, 50, {2, 6}, torch::kLong);
+        const auto ids2 = torch::randint(0, 50, {2, 6}, torch::kLong);
+        std::vector<std::vector<torch::Tensor>> mems(2);
+        for (const bool checkpoint : {false, true}) {
+          model->transformer->SetActivationCheckpointing(checkpoint);
+          AutocastGuard autocast(torch::kCPU,
+                                 bf16 ? torch::kBFloat16 : torch::kFloat);
+          XLNetInputs x;
+          x.input_ids = ids1;
+          const auto first = model->transformer->forward(x, {true});
+          x.input_ids = ids2;
+          x.mems = first.new_mems;
+          const auto second = model->transformer->forward(x, {true});
+          for (const auto* out : {&first, &second}) {
+            for (const auto& m : out->new_mems) {
+              EXPECT_FALSE(m.requires_grad());
+              mems[checkpoint].push_back(m);
+            }
+          }
+        }
+        ASSERT_EQ(mems[0].size(), 4u);
+        ASSERT_EQ(mems[1].size(), 4u);
+        for (size_t i = 0; i < 4; ++i) {
+          EXPECT_EQ(mems[0][i].sizes(), mems[1][i].sizes()) << i;
+          EXPECT_EQ(mems[0][i].scalar_type(),
+                    bf16 ? torch::kBFloat16 : torch::kFloat)
+              << i;
+          EXPECT_TRUE(torch::equal(mems[0][i], mems[1][i])) << i;
+        }
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------ causal, masks
 
 TEST(UniAttentionTest, PaddingAndPermMaskRunAndAreCausal) {
