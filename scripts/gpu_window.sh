@@ -22,6 +22,9 @@
 # when set, holds the binaries of the code before a change: phase B runs
 # them beside the new ones, interleaved (base, new, base, new), so the
 # spread between two runs of one binary shows next to the difference.
+# XLNET_GPU_EXTRA_BIN, when set, holds a third set (e.g. the new code
+# built with -DXLNET_CUDA_PENDING=ON): phase B runs it after each new run,
+# named extra_*.
 # XLNET_GPU_LIB: extra library folders (':'-separated) the binaries need
 # (e.g. Debian's absl, ICU, SentencePiece, yaml-cpp copied beside binaries
 # built elsewhere); LibTorch's own folder is taken from python3's torch.
@@ -46,6 +49,7 @@ OUT=${OUT:-runs/gpu_window}
 mkdir -p "$OUT"
 BIN=${XLNET_GPU_BIN:-build-cuda/bin}
 BASE_BIN=${XLNET_GPU_BASELINE_BIN:-}
+EXTRA_BIN=${XLNET_GPU_EXTRA_BIN:-}
 DRY=${XLNET_GPU_DRY_RUN:-0}
 PY=${PYTHON:-python3}
 check() {  # check NAME: records a failed step (call right after it)
@@ -104,7 +108,7 @@ phase_env() {
   echo "== env"
   nvidia-smi 2>&1 | head -15
   $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0))'
-  for dir in "$BIN" ${BASE_BIN:+"$BASE_BIN"}; do
+  for dir in "$BIN" ${BASE_BIN:+"$BASE_BIN"} ${EXTRA_BIN:+"$EXTRA_BIN"}; do
     for b in "$dir"/*; do
       [[ -x "$b" && -f "$b" ]] || continue
       missing=$(ldd "$b" 2>/dev/null | grep "not found")
@@ -224,6 +228,9 @@ phase_B() {
         bench_run "base_${name}_$round" "$BASE_BIN" "${args[@]}"
       fi
       bench_run "new_${name}_$round" "$BIN" "${args[@]}"
+      if [[ -n "$EXTRA_BIN" ]]; then
+        bench_run "extra_${name}_$round" "$EXTRA_BIN" "${args[@]}"
+      fi
     done
     ((${XLNET_GPU_ROUNDS:-2} >= 2)) || break
   done

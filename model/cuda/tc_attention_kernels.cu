@@ -36,6 +36,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "model/cuda/pending.h"
 #include "model/cuda/tc_attention_kernels.h"
 #include "model/philox.h"
 
@@ -295,10 +296,10 @@ __device__ __forceinline__ void InitWindows(int64_t* win_s, const Params& p,
 template <typename T, int kDh>
 struct KeyTiles {
   static constexpr int kTile = kBlockKeys * (kDh + kPad);
-  int64_t* win;  // [kBlockRows]
-  T* rows;       // [kBlockRows][kDh + kPad]
-  T* kv;         // [2][keys, values][kBlockKeys][kDh + kPad]
-  T* bd;         // [2][kBlockRows][kBdLd]
+  int64_t* win;     // [kBlockRows]
+  T* rows;          // [kBlockRows][kDh + kPad]
+  T* kv;            // [2][keys, values][kBlockKeys][kDh + kPad]
+  T* bd;            // [2][kBlockRows][kBdLd]
   uint32_t* words;  // [2][kBlockRows][kWordsLd]
 
   const T* k;  // bh's keys, values, the position products
@@ -374,16 +375,18 @@ __device__ __forceinline__ void LoadA(uint32_t a[kDh / 16][4], const T* src,
   }
 }
 
-// c = a . b^T: 16 rows (A fragments) x the 64 rows of b in shared memory,
-// over kDh; c[n] is the C fragment of b's rows 8n .. 8n + 7.
-template <typename T, int kDh>
-__device__ __forceinline__ void ProductT(float c[8][4],
+// c = a . b^T: 16 rows (A fragments) x the first kRows (64 or 32) rows of
+// b in shared memory, over kDh; c[n] is the C fragment of b's rows
+// 8n .. 8n + 7.
+template <typename T, int kDh, int kRows = 64>
+__device__ __forceinline__ void ProductT(float c[kRows / 8][4],
                                          const uint32_t a[kDh / 16][4],
                                          const T* b_s, int lane) {
+  static_assert(kRows == 64 || kRows == 32, "a tile or its first half");
   const int g = lane / 4, t = lane % 4;
   constexpr int kLd = kDh + kPad;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < kRows / 8; ++n) {
     c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
     const T* b0 = b_s + (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
@@ -393,19 +396,21 @@ __device__ __forceinline__ void ProductT(float c[8][4],
   }
 }
 
-// acc += x . b: x the 16 x 64 C fragments of ProductT (blocks 2kk, 2kk + 1,
-// packed to 16 bits, are the A fragment of k-step kk), b 64 rows x kDh in
-// shared memory. b's B fragments by transposing ldmatrix: matrices (rows
-// 16kk.., 16kk + 8.., columns 8n.., then 8n + 8..) are n-blocks n, n + 1.
-template <typename T, int kDh>
+// acc += x . b: x the 16 x kRows C fragments of ProductT (blocks 2kk,
+// 2kk + 1, packed to 16 bits, are the A fragment of k-step kk), b's first
+// kRows rows x kDh in shared memory. b's B fragments by transposing
+// ldmatrix: matrices (rows 16kk.., 16kk + 8.., columns 8n.., then 8n +
+// 8..) are n-blocks n, n + 1.
+template <typename T, int kDh, int kRows = 64>
 __device__ __forceinline__ void ProductAcc(float acc[kDh / 8][4],
-                                           const float x[8][4], const T* b_s,
-                                           int lane) {
+                                           const float x[kRows / 8][4],
+                                           const T* b_s, int lane) {
   constexpr int kLd = kDh + kPad;
   static_assert(kDh % 16 == 0, "n-blocks in pairs");
+  static_assert(kRows == 64 || kRows == 32, "a tile or its first half");
   const unsigned row = SharedAddress(b_s + (lane % 16) * kLd + (lane / 16) * 8);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int kk = 0; kk < kRows / 16; ++kk) {
     const uint32_t xa[4] = {Pack<T>(x[2 * kk][0], x[2 * kk][1]),
                             Pack<T>(x[2 * kk][2], x[2 * kk][3]),
                             Pack<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]),
@@ -605,6 +610,9 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
+  // A warp whose 16 rows all lie past Lq (in the query stream's last tile)
+  // skips the products and the softmax; it still copies and waits.
+  const bool idle = kPendingKernels && i0 + warp * 16 >= p.lq;
   float m[2] = {-INFINITY, -INFINITY};  // in log2 units, as the scores
   float l[2] = {0.f, 0.f};
   const float scale2 = p.scale * kLog2e;
@@ -628,82 +636,84 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
       tiles.LoadAsync(1 - buf, p, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-    // This tile's mask words (shared memory), then s = qw . k^T for the
-    // warp's 16 rows and 64 keys.
-    const Words w =
-        LoadWords(p, rows, tiles.Words(buf), warp, g, /*keep=*/false);
-    float s[kKeyBlocks][4];
-    ProductT<T, kDh>(s, qa, k_s, lane);
+    if (!idle) {
+      // This tile's mask words (shared memory), then s = qw . k^T for the
+      // warp's 16 rows and 64 keys.
+      const Words w =
+          LoadWords(p, rows, tiles.Words(buf), warp, g, /*keep=*/false);
+      float s[kKeyBlocks][4];
+      ProductT<T, kDh>(s, qa, k_s, lane);
 
-    // The position, segment and mask terms, then the online softmax.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+      // The position, segment and mask terms, then the online softmax.
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n) {
+      for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int u = e / 2;
-        s[n][e] = ScoreLog2<T>(rows, w, u, n * 8 + 2 * t + (e & 1), j0, bd_tile,
-                               rlen, scale2, s[n][e]);
-        tile_max[u] = fmaxf(tile_max[u], s[n][e]);
-      }
-    }
-    float alpha[2], m_safe[2];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      // The 4 lanes of a group hold the same rows.
-      tile_max[u] =
-          fmaxf(tile_max[u], __shfl_xor_sync(0xffffffffu, tile_max[u], 1));
-      tile_max[u] =
-          fmaxf(tile_max[u], __shfl_xor_sync(0xffffffffu, tile_max[u], 2));
-      const float m_new = fmaxf(m[u], tile_max[u]);
-      m_safe[u] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[u] = Exp2(m[u] - m_safe[u]);  // 0 while m is -inf
-      m[u] = m_new;
-      l[u] *= alpha[u];
-    }
-    uint32_t mine = 0;  // this lane's draws, a byte a pair of n-blocks
-    uint32_t pair[2][2];
-    static_assert(kKeyBlocks % 2 == 0, "n-blocks in pairs");
-#pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n) {
-      uint32_t keep[2] = {~0u, ~0u};
-      if (drop.threshold != 0) {
-        if (n % 2 == 0) {
-          mine |=
-              PairKeep(pair, p, rows, bh, j0, n / 2, lane, klen, drop.threshold)
-              << (8 * (n / 2));
+        for (int e = 0; e < 4; ++e) {
+          const int u = e / 2;
+          s[n][e] = ScoreLog2<T>(rows, w, u, n * 8 + 2 * t + (e & 1), j0,
+                                 bd_tile, rlen, scale2, s[n][e]);
+          tile_max[u] = fmaxf(tile_max[u], s[n][e]);
         }
-        keep[0] = pair[n % 2][0];
-        keep[1] = pair[n % 2][1];
       }
+      float alpha[2], m_safe[2];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int u = e / 2;
-        float pr = Exp2(s[n][e] - m_safe[u]);  // 0 at -inf
-        l[u] += pr;  // the softmax's sum counts dropped keys too
+      for (int u = 0; u < 2; ++u) {
+        // The 4 lanes of a group hold the same rows.
+        tile_max[u] =
+            fmaxf(tile_max[u], __shfl_xor_sync(0xffffffffu, tile_max[u], 1));
+        tile_max[u] =
+            fmaxf(tile_max[u], __shfl_xor_sync(0xffffffffu, tile_max[u], 2));
+        const float m_new = fmaxf(m[u], tile_max[u]);
+        m_safe[u] = m_new == -INFINITY ? 0.f : m_new;
+        alpha[u] = Exp2(m[u] - m_safe[u]);  // 0 while m is -inf
+        m[u] = m_new;
+        l[u] *= alpha[u];
+      }
+      uint32_t mine = 0;  // this lane's draws, a byte a pair of n-blocks
+      uint32_t pair[2][2];
+      static_assert(kKeyBlocks % 2 == 0, "n-blocks in pairs");
+#pragma unroll
+      for (int n = 0; n < kKeyBlocks; ++n) {
+        uint32_t keep[2] = {~0u, ~0u};
         if (drop.threshold != 0) {
-          pr = (keep[u] >> (e & 1)) & 1u ? pr * drop.keep_scale : 0.f;
+          if (n % 2 == 0) {
+            mine |= PairKeep(pair, p, rows, bh, j0, n / 2, lane, klen,
+                             drop.threshold)
+                    << (8 * (n / 2));
+          }
+          keep[0] = pair[n % 2][0];
+          keep[1] = pair[n % 2][1];
         }
-        s[n][e] = pr;
-      }
-    }
-    if (drop.threshold != 0 && p.keep != nullptr) {
-      const uint2 words = KeepWords(mine, t);
-      const bool live = t & 1 ? rows.live[1] : rows.live[0];
-      if (t < 2 && live) {  // lane t writes row t's words
-        const int row = t & 1 ? rows.row[1] : rows.row[0];
-        *reinterpret_cast<uint2*>(p.keep + (bh * p.lq + row) * kw + j0 / 32) =
-            words;
-      }
-    }
 #pragma unroll
-    for (int n = 0; n < kOutBlocks; ++n) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
+        for (int e = 0; e < 4; ++e) {
+          const int u = e / 2;
+          float pr = Exp2(s[n][e] - m_safe[u]);  // 0 at -inf
+          l[u] += pr;  // the softmax's sum counts dropped keys too
+          if (drop.threshold != 0) {
+            pr = (keep[u] >> (e & 1)) & 1u ? pr * drop.keep_scale : 0.f;
+          }
+          s[n][e] = pr;
+        }
+      }
+      if (drop.threshold != 0 && p.keep != nullptr) {
+        const uint2 words = KeepWords(mine, t);
+        const bool live = t & 1 ? rows.live[1] : rows.live[0];
+        if (t < 2 && live) {  // lane t writes row t's words
+          const int row = t & 1 ? rows.row[1] : rows.row[0];
+          *reinterpret_cast<uint2*>(p.keep + (bh * p.lq + row) * kw + j0 / 32) =
+              words;
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < kOutBlocks; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+      }
+      ProductAcc<T, kDh>(o, s, v_s, lane);  // o += p . v
     }
-    ProductAcc<T, kDh>(o, s, v_s, lane);  // o += p . v
     if (more) CopyAsyncWaitAll();
     __syncthreads();  // the next tile has arrived; this one is free
   }
@@ -798,6 +808,47 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
   rows_s[r] = x;
 }
 
+// One query tile's share of DkDvKernel for the warp's 16 keys: its first
+// kRows rows, all 64 or 32 where the rest lie past Lq (every key is blocked
+// for those, SetUpRows, so their P and dS are zero and add nothing).
+template <typename T, int kDh, int kRows>
+__device__ __forceinline__ void DkDvTile(const DkDvBuffer<T, kDh>& buf,
+                                         const uint32_t ka[kDh / 16][4],
+                                         const uint32_t va[kDh / 16][4],
+                                         const Dropout& drop, float scale2,
+                                         int lane, float dk[kDh / 8][4],
+                                         float dv[kDh / 8][4]) {
+  const int warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x kRows rows.
+  float st[kRows / 8][4], dpt[kRows / 8][4];
+  ProductT<T, kDh, kRows>(st, ka, buf.q, lane);
+  ProductT<T, kDh, kRows>(dpt, va, buf.dout, lane);
+  // Element (key jj, row r): P from the forward's lse, then dS. The warp's
+  // keys are all in word warp / 2 of a row's bits.
+  const int word = warp / 2;
+#pragma unroll
+  for (int n = 0; n < kRows / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const RowTerms& row = buf.rows[n * 8 + 2 * t + (e & 1)];
+      const float4 terms = *reinterpret_cast<const float4*>(&row.lse);
+      const uint4 bits = row.bits[word];
+      const int jj = warp * 16 + g + 8 * (e / 2);
+      const uint32_t mask = 1u << (jj % 32);
+      const float pos_term = bits.w & mask ? ToF(buf.bd[row.at + jj]) : 0.f;
+      const float score =
+          fmaf(st[n][e] + pos_term, scale2, bits.z & mask ? terms.w : terms.z);
+      const float pr = bits.y & mask ? 0.f : Exp2(score - terms.x);
+      const float z = bits.x & mask ? drop.keep_scale : 0.f;
+      st[n][e] = pr * z;                           // dropped P
+      dpt[n][e] = pr * (dpt[n][e] * z - terms.y);  // dS / scale
+    }
+  }
+  // dv += P^T dout, dk += dS^T qw: the k-steps run over the kRows rows.
+  ProductAcc<T, kDh, kRows>(dv, st, buf.dout, lane);
+  ProductAcc<T, kDh, kRows>(dk, dpt, buf.q, lane);
+}
+
 // dk and dv of one tile of 64 keys (a warp per 16), over all query tiles:
 // the transposed scores s^T = k . qw^T and dP^T = v . dout^T of each query
 // tile, the probabilities from the forward's lse, then dv += P^T dout and
@@ -806,7 +857,6 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   constexpr int kKSteps = kDh / 16;
-  constexpr int kRowBlocks = kBlockRows / 8;  // n-blocks over query rows
   constexpr int kOutBlocks = kDh / 8;
   static_assert(kBlockRows == 64 && kBlockKeys == 64, "one tile shape");
   static_assert(sizeof(RowTerms) == 80, "three vector loads, banks apart");
@@ -864,36 +914,14 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     CopyAsyncWaitAll();
     __syncthreads();  // tile x arrived; the next tile's rows set up
     if (more) load_tile(1 - x, static_cast<int>(i0) + kBlockRows);
-    const DkDvBuffer<T, kDh>& buf = bufs[x];
 
-    // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x 64 rows.
-    float st[kRowBlocks][4], dpt[kRowBlocks][4];
-    ProductT<T, kDh>(st, ka, buf.q, lane);
-    ProductT<T, kDh>(dpt, va, buf.dout, lane);
-    // Element (key jj, row r): P from the forward's lse, then dS. The
-    // warp's keys are all in word warp / 2 of a row's bits.
-    const int word = warp / 2;
-#pragma unroll
-    for (int n = 0; n < kRowBlocks; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const RowTerms& row = buf.rows[n * 8 + 2 * t + (e & 1)];
-        const float4 terms = *reinterpret_cast<const float4*>(&row.lse);
-        const uint4 bits = row.bits[word];
-        const int jj = warp * 16 + g + 8 * (e / 2);
-        const uint32_t mask = 1u << (jj % 32);
-        const float pos_term = bits.w & mask ? ToF(buf.bd[row.at + jj]) : 0.f;
-        const float score = fmaf(st[n][e] + pos_term, scale2,
-                                 bits.z & mask ? terms.w : terms.z);
-        const float pr = bits.y & mask ? 0.f : Exp2(score - terms.x);
-        const float z = bits.x & mask ? drop.keep_scale : 0.f;
-        st[n][e] = pr * z;                           // dropped P
-        dpt[n][e] = pr * (dpt[n][e] * z - terms.y);  // dS / scale
-      }
+    // The tile's first 64 rows, or 32 where the rest lie past Lq (the
+    // query stream's last tile; DkDvTile).
+    if (kPendingKernels && i0 + 32 >= p.lq) {
+      DkDvTile<T, kDh, 32>(bufs[x], ka, va, drop, scale2, lane, dk, dv);
+    } else {
+      DkDvTile<T, kDh, kBlockRows>(bufs[x], ka, va, drop, scale2, lane, dk, dv);
     }
-    // dv += P^T dout, dk += dS^T qw: the k-steps run over the 64 rows.
-    ProductAcc<T, kDh>(dv, st, buf.dout, lane);
-    ProductAcc<T, kDh>(dk, dpt, buf.q, lane);
     __syncthreads();  // buffer x is free for the tile after next
   }
 
@@ -955,6 +983,8 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   CopyAsyncCommit();
 
   const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
+  // As in the forward: a warp with no row before Lq only copies and waits.
+  const bool idle = kPendingKernels && i0 + warp * 16 >= p.lq;
   T* const dbd = static_cast<T*>(p.dbd) + BdAt(p, bh);  // [Lq, R]
   float lse[2], dd[2], seg_sum[2][2];
 #pragma unroll
@@ -997,60 +1027,62 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
       tiles.LoadAsync(1 - buf, p, j0 + kBlockKeys);
       CopyAsyncCommit();
     }
-    const Words w = LoadWords(p, rows, tiles.Words(buf), warp, g, keep);
-    // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
-    float s[kKeyBlocks][4], dp[kKeyBlocks][4];
-    ProductT<T, kDh>(s, qa, k_s, lane);
-    ProductT<T, kDh>(dp, da, v_s, lane);
+    if (!idle) {
+      const Words w = LoadWords(p, rows, tiles.Words(buf), warp, g, keep);
+      // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
+      float s[kKeyBlocks][4], dp[kKeyBlocks][4];
+      ProductT<T, kDh>(s, qa, k_s, lane);
+      ProductT<T, kDh>(dp, da, v_s, lane);
 #pragma unroll
-    for (int n = 0; n < kKeyBlocks; ++n) {
+      for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int u = e / 2;
-        const int jj = n * 8 + 2 * t + (e & 1);
-        // Blocked: a score of -inf, so pr = 0 and ds = 0 (no branch).
-        const float x =
-            ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
-        const float pr = Exp2(x - lse[u]);
-        const float z = Bit(w.keep[u], jj) ? drop.keep_scale : 0.f;
-        const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
-        // Both sums take an add (a select, not an index: registers).
-        const bool other = Bit(w.other[u], jj);
-        seg_sum[u][0] += other ? 0.f : ds;
-        seg_sum[u][1] += other ? ds : 0.f;
-        s[n][e] = ds;
-      }
-      // dS into dbd at the rows' shifted columns: every key's, blocked ones
-      // too (dS = 0), since dbd is not zeroed beforehand; +0 for keys past
-      // K, whose columns the zero fill below writes +0 too. Not for rows
-      // past Lq, which stand in for row Lq - 1 and would overwrite it.
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int jj = n * 8 + 2 * t;  // the lane's first key of the pair
-        const float lo = j0 + jj < klen ? s[n][2 * u] * p.scale : 0.f;
-        const float hi = j0 + jj + 1 < klen ? s[n][2 * u + 1] * p.scale : 0.f;
-        const float left = __shfl_sync(0xffffffffu, hi, (lane + 31) % 32);
-        const float last = __shfl_sync(0xffffffffu, hi, lane | 3);
-        const int c = j0 + jj + rows.shift[u];  // lo's column, >= 1
-        T* at = dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + c;
-        if (rows.live[u]) {
-          if (odd[u]) {
-            const float before = t == 0 ? carry[u] : left;  // column c - 1
-            if (c < rlen) {
-              *reinterpret_cast<uint32_t*>(at - 1) = Pack<T>(before, lo);
-            } else if (c - 1 < rlen) {
-              at[-1] = FromF<T>(before);
-            }
-          } else if (c + 1 < rlen) {
-            *reinterpret_cast<uint32_t*>(at) = Pack<T>(lo, hi);
-          } else if (c < rlen) {
-            at[0] = FromF<T>(lo);
-          }
+        for (int e = 0; e < 4; ++e) {
+          const int u = e / 2;
+          const int jj = n * 8 + 2 * t + (e & 1);
+          // Blocked: a score of -inf, so pr = 0 and ds = 0 (no branch).
+          const float x =
+              ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
+          const float pr = Exp2(x - lse[u]);
+          const float z = Bit(w.keep[u], jj) ? drop.keep_scale : 0.f;
+          const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
+          // Both sums take an add (a select, not an index: registers).
+          const bool other = Bit(w.other[u], jj);
+          seg_sum[u][0] += other ? 0.f : ds;
+          seg_sum[u][1] += other ? ds : 0.f;
+          s[n][e] = ds;
         }
-        carry[u] = last;
+        // dS into dbd at the rows' shifted columns: every key's, blocked ones
+        // too (dS = 0), since dbd is not zeroed beforehand; +0 for keys past
+        // K, whose columns the zero fill below writes +0 too. Not for rows
+        // past Lq, which stand in for row Lq - 1 and would overwrite it.
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int jj = n * 8 + 2 * t;  // the lane's first key of the pair
+          const float lo = j0 + jj < klen ? s[n][2 * u] * p.scale : 0.f;
+          const float hi = j0 + jj + 1 < klen ? s[n][2 * u + 1] * p.scale : 0.f;
+          const float left = __shfl_sync(0xffffffffu, hi, (lane + 31) % 32);
+          const float last = __shfl_sync(0xffffffffu, hi, lane | 3);
+          const int c = j0 + jj + rows.shift[u];  // lo's column, >= 1
+          T* at = dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + c;
+          if (rows.live[u]) {
+            if (odd[u]) {
+              const float before = t == 0 ? carry[u] : left;  // column c - 1
+              if (c < rlen) {
+                *reinterpret_cast<uint32_t*>(at - 1) = Pack<T>(before, lo);
+              } else if (c - 1 < rlen) {
+                at[-1] = FromF<T>(before);
+              }
+            } else if (c + 1 < rlen) {
+              *reinterpret_cast<uint32_t*>(at) = Pack<T>(lo, hi);
+            } else if (c < rlen) {
+              at[0] = FromF<T>(lo);
+            }
+          }
+          carry[u] = last;
+        }
       }
+      ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
     }
-    ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
     if (more) CopyAsyncWaitAll();
     __syncthreads();
   }
