@@ -119,6 +119,12 @@ __device__ __forceinline__ void CopyAsync8(void* dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
 }
 
+// 4 bytes global -> shared (sm_80+), through L1.
+__device__ __forceinline__ void CopyAsync4(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+
 __device__ __forceinline__ void CopyAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -762,6 +768,15 @@ struct DkDvBuffer {
   T bd[kBlockRows * kBdLd];
 };
 
+// Bit jj of the keys jj of a 64-key tile whose bd column base + jj (base =
+// j0 + qlen - pos) is in [0, R): jj in [lo, hi).
+__device__ __forceinline__ uint64_t InRange(const Params& p, int64_t base) {
+  const int64_t lo = min(max(-base, int64_t{0}), int64_t{64});
+  const int64_t hi = min(max(p.rlen - base, int64_t{0}), int64_t{64});
+  const uint64_t below_hi = hi == 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1;
+  return hi <= lo ? 0 : below_hi & ~((uint64_t{1} << lo) - 1);
+}
+
 // Row terms and window starts of query tile i0 for key tile j0 (the first
 // kBlockRows threads, one row each); a __syncthreads must follow.
 template <typename T>
@@ -780,15 +795,8 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
   x.lse = p.lse_in[bh * p.lq + rr];
   x.dd = live ? p.dd[bh * p.lq + rr] : 0.f;
   SegTerms<T>(p, bh, rr, &x.same, &x.other);
-  // Keys jj of the tile whose bd column j0 + jj + qlen - pos is in [0, R):
-  // jj in [lo, hi).
   const int64_t pos = p.pos ? p.pos[b * p.lq + rr] : rr;
-  const int64_t base = j0 + p.qlen - pos;
-  const int64_t lo = min(max(-base, int64_t{0}), int64_t{64});
-  const int64_t hi = min(max(p.rlen - base, int64_t{0}), int64_t{64});
-  const uint64_t below_hi = hi == 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1;
-  const uint64_t in_range =
-      hi <= lo ? 0 : below_hi & ~((uint64_t{1} << lo) - 1);
+  const uint64_t in_range = InRange(p, j0 + p.qlen - pos);
   const uint2 wb = *reinterpret_cast<const uint2*>(
       p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
   uint2 wo = make_uint2(0, 0);
@@ -801,6 +809,88 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
     wk = *reinterpret_cast<const uint2*>(p.keep + (bh * p.lq + rr) * kw +
                                          j0 / 32);
   }
+  x.bits[0] = make_uint4(wk.x, live ? wb.x : ~0u, wo.x,
+                         static_cast<uint32_t>(in_range));
+  x.bits[1] = make_uint4(wk.y, live ? wb.y : ~0u, wo.y,
+                         static_cast<uint32_t>(in_range >> 32));
+  rows_s[r] = x;
+}
+
+// With kPendingKernels, DkDvKernel sets a query tile's rows up in two
+// steps instead of SetUpRows' one: StageRows starts copying what each row
+// reads from global memory into shared memory (cp.async) two tiles ahead,
+// and ConvertRows, one tile ahead, turns the copy into the row's terms.
+// The loads' latency then passes during a tile's products instead of
+// holding the block at the barrier while two of its warps wait on them.
+// Thread r stages and converts row r, so its own wait makes the copy
+// visible to it without a barrier.
+struct alignas(8) RowRaw {
+  int64_t pos;    // with p.pos
+  float lse, dd;  // lse_in, dd
+  uint32_t seg;   // two T: the row's same- and other-segment terms (p.seg)
+  uint32_t pad;
+  uint2 blocked, other, keep;  // the key tile's words (other: p.other;
+                               // keep: under dropout)
+};
+static_assert(sizeof(RowRaw) == 48, "8-byte fields, 8-byte aligned");
+
+// Starts copying query tile i0's row inputs for key tile j0 (the first
+// kBlockRows threads, one row each); rows past Lq read row Lq - 1.
+template <typename T>
+__device__ void StageRows(RowRaw* raw_s, const Params& p, int64_t bh,
+                          int64_t i0, int j0, uint32_t threshold) {
+  if (threadIdx.x >= kBlockRows) return;
+  const int r = threadIdx.x;
+  const int64_t b = bh / p.h, kw = BitWords(p.klen);
+  const int64_t rr = min(i0 + r, p.lq - 1);
+  RowRaw& x = raw_s[r];
+  if (p.pos != nullptr) CopyAsync8(&x.pos, p.pos + b * p.lq + rr);
+  CopyAsync4(&x.lse, p.lse_in + bh * p.lq + rr);
+  CopyAsync4(&x.dd, p.dd + bh * p.lq + rr);
+  if (p.seg != nullptr) {
+    CopyAsync4(&x.seg, static_cast<const T*>(p.seg) + (bh * p.lq + rr) * 2);
+  }
+  CopyAsync8(
+      &x.blocked,
+      p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
+  if (p.other != nullptr) {
+    CopyAsync8(&x.other, p.other + (b * p.lq + rr) * kw + j0 / 32);
+  }
+  if (threshold != 0) {
+    CopyAsync8(&x.keep, p.keep + (bh * p.lq + rr) * kw + j0 / 32);
+  }
+}
+
+// SetUpRows from StageRows' copy (after this thread's CopyAsyncWaitAll);
+// a __syncthreads must follow.
+template <typename T>
+__device__ void ConvertRows(RowTerms* rows_s, int64_t* win_s,
+                            const RowRaw* raw_s, const Params& p, int64_t bh,
+                            int64_t i0, int j0, uint32_t threshold) {
+  if (threadIdx.x >= kBlockRows) return;
+  const int r = threadIdx.x;
+  const RowRaw& raw = raw_s[r];
+  const bool live = i0 + r < p.lq;
+  const int64_t rr = live ? i0 + r : p.lq - 1;
+  const int64_t pos = p.pos != nullptr ? raw.pos : rr;
+  // WindowStart's window.
+  const int64_t start = BdAt(p, bh) + rr * p.rlen + p.qlen - pos;
+  const int64_t offset = ((start % 8) + 8) % 8;
+  win_s[r] = start - offset;
+  RowTerms x;
+  x.at = r * kBdLd + static_cast<int>(offset);
+  x.lse = raw.lse;
+  x.dd = live ? raw.dd : 0.f;
+  x.same = x.other = 0.f;
+  if (p.seg != nullptr) {  // SegTerms
+    const T* seg = reinterpret_cast<const T*>(&raw.seg);
+    x.same = ToF(seg[0]) * p.scale * kLog2e;
+    x.other = ToF(seg[1]) * p.scale * kLog2e;
+  }
+  const uint64_t in_range = InRange(p, j0 + p.qlen - pos);
+  const uint2 wb = raw.blocked;
+  const uint2 wo = p.other != nullptr ? raw.other : make_uint2(0, 0);
+  const uint2 wk = threshold != 0 ? raw.keep : make_uint2(~0u, ~0u);
   x.bits[0] = make_uint4(wk.x, live ? wb.x : ~0u, wo.x,
                          static_cast<uint32_t>(in_range));
   x.bits[1] = make_uint4(wk.y, live ? wb.y : ~0u, wo.y,
@@ -863,6 +953,8 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   static_assert(sizeof(DkDvBuffer<T, kDh>) % 16 == 0, "16-byte aligned");
   extern __shared__ __align__(16) unsigned char smem[];
   auto* bufs = reinterpret_cast<DkDvBuffer<T, kDh>*>(smem);  // [2]
+  // With kPendingKernels: [2][kBlockRows] rows staged, tile t in t % 2.
+  auto* const raw = reinterpret_cast<RowRaw*>(bufs + 2);
 
   const int64_t bh = blockIdx.y;
   const int j0 = static_cast<int>(blockIdx.x) * kBlockKeys;
@@ -897,6 +989,11 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   uint32_t ka[kKSteps][4], va[kKSteps][4];
   LoadA<T, kDh>(ka, bufs[1].q, warp * 16, g, t);
   LoadA<T, kDh>(va, bufs[1].dout, warp * 16, g, t);
+  if constexpr (kPendingKernels) {
+    if (kBlockRows < p.lq) {
+      StageRows<T>(raw + kBlockRows, p, bh, kBlockRows, j0, drop.threshold);
+    }
+  }
   load_tile(0, 0);
   float dk[kOutBlocks][4], dv[kOutBlocks][4];
   Zero<kOutBlocks>(dk);
@@ -907,12 +1004,29 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     const bool more = i0 + kBlockRows < p.lq;
     // Buffer 1 - x was last read by the previous tile, before the barrier
     // that ended it (and by LoadA above, before the one that started it).
-    if (more) {
-      SetUpRows<T>(bufs[1 - x].rows, bufs[1 - x].win, p, bh, i0 + kBlockRows,
-                   j0, drop.threshold);
+    if constexpr (kPendingKernels) {
+      CopyAsyncWaitAll();  // with the next tile's rows, staged
+      if (more) {
+        ConvertRows<T>(bufs[1 - x].rows, bufs[1 - x].win,
+                       raw + (1 - x) * kBlockRows, p, bh, i0 + kBlockRows, j0,
+                       drop.threshold);
+      }
+    } else {
+      if (more) {
+        SetUpRows<T>(bufs[1 - x].rows, bufs[1 - x].win, p, bh, i0 + kBlockRows,
+                     j0, drop.threshold);
+      }
+      CopyAsyncWaitAll();
     }
-    CopyAsyncWaitAll();
     __syncthreads();  // tile x arrived; the next tile's rows set up
+    if constexpr (kPendingKernels) {
+      // The tile after next: staging x held this tile's rows, converted
+      // before the barrier above.
+      if (i0 + 2 * kBlockRows < p.lq) {
+        StageRows<T>(raw + x * kBlockRows, p, bh, i0 + 2 * kBlockRows, j0,
+                     drop.threshold);
+      }
+    }
     if (more) load_tile(1 - x, static_cast<int>(i0) + kBlockRows);
 
     // The tile's first 64 rows, or 32 where the rest lie past Lq (the
@@ -1178,10 +1292,12 @@ __global__ void RowDotsKernel(const Params p, float* dd) {
   if (lane == 0) dd[row] = s;
 }
 
-// Shared memory of DkDvKernel: two buffers.
+// Shared memory of DkDvKernel: two buffers (and, with kPendingKernels, two
+// tiles of staged rows).
 template <typename T, int kDh>
 __host__ __device__ constexpr size_t DkDvSharedBytes() {
-  return 2 * sizeof(DkDvBuffer<T, kDh>);
+  return 2 * sizeof(DkDvBuffer<T, kDh>) +
+         (kPendingKernels ? 2 * kBlockRows * sizeof(RowRaw) : 0);
 }
 
 template <typename Kernel>
