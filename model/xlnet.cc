@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <limits>
 #include <mutex>
 #include <tuple>
 #include <utility>
@@ -165,32 +164,41 @@ torch::Tensor BuildSegmentDiff(const torch::Tensor& token_type_ids,
   return ids.unsqueeze(2) != cat_ids.unsqueeze(1);  // [B, L, K]
 }
 
+namespace {
+
+// The rows [start, end) of cat(memory of mlen rows, input of l rows) that
+// the new memory keeps: the last mem_len of cat(memory, input[:reuse_len])
+// (every row when mem_len is unset or 0).
+std::pair<int64_t, int64_t> MemoryRows(int64_t mlen, int64_t l,
+                                       const XLNetConfig& config) {
+  const int64_t reuse = config.reuse_len.has_value() && *config.reuse_len > 0
+                            ? std::min(*config.reuse_len, l)
+                            : l;
+  const int64_t end = mlen + reuse;
+  const int64_t keep = config.mem_len.has_value() && *config.mem_len > 0
+                           ? std::min(*config.mem_len, end)
+                           : end;
+  return {end - keep, end};
+}
+
+}  // namespace
+
 torch::Tensor CacheMem(const torch::Tensor& cur, const torch::Tensor& prev,
                        const XLNetConfig& config,
                        std::optional<torch::ScalarType> dtype) {
   const torch::ScalarType type = dtype.value_or(cur.scalar_type());
-  auto c = cur;  // [L, B, D]
-  if (config.reuse_len.has_value() && *config.reuse_len > 0) {
-    c = c.narrow(0, 0, std::min<int64_t>(*config.reuse_len, c.size(0)));
-  }
-  const int64_t keep = config.mem_len.has_value() && *config.mem_len > 0
-                           ? *config.mem_len
-                           : std::numeric_limits<int64_t>::max();
-  // Only the rows kept are cast and copied: the last `keep` of cat(prev, c),
-  // so prev contributes at most keep - L' rows (none when c alone fills
-  // the memory).
-  if (c.size(0) >= keep) c = c.narrow(0, c.size(0) - keep, keep);
-  // A cast writes time-major [L', B, D] memory directly (cur is usually a
-  // transposed view of [B, L, D]).
-  c = c.to(type, /*non_blocking=*/false, /*copy=*/false,
-           c10::MemoryFormat::Contiguous);
-  torch::Tensor m = c;
-  const int64_t from_prev =
-      prev.defined() ? std::min(prev.size(0), keep - c.size(0)) : 0;
-  if (from_prev > 0) {
-    m = torch::cat(
-        {prev.narrow(0, prev.size(0) - from_prev, from_prev).to(type), c},
-        0);  // [min(M + L', keep), B, D]
+  const int64_t mlen = prev.defined() ? prev.size(0) : 0;
+  const auto [start, end] = MemoryRows(mlen, cur.size(0), config);
+  // Only the rows kept are cast and copied. A cast writes time-major
+  // [L', B, D] memory directly (cur is usually a transposed view of
+  // [B, L, D]).
+  const int64_t from_cur = std::max(start, mlen);
+  torch::Tensor m = cur.narrow(0, from_cur - mlen, end - from_cur)
+                        .to(type, /*non_blocking=*/false, /*copy=*/false,
+                            c10::MemoryFormat::Contiguous);  // [L', B, D]
+  if (start < mlen) {
+    m = torch::cat({prev.narrow(0, start, mlen - start).to(type), m},
+                   0);  // [end - start, B, D]
   }
   return m.detach().contiguous();
 }
@@ -334,17 +342,11 @@ LayerStreams RunLayer(XLNetLayerImpl& lay, const LayerContext& c,
 // it is replaced.
 torch::Tensor MemoryFromKeysValues(const torch::Tensor& keys_values,
                                    int64_t mlen, const XLNetConfig& config) {
-  const int64_t l = keys_values.size(1) - mlen;
-  const int64_t reuse = config.reuse_len.has_value() && *config.reuse_len > 0
-                            ? std::min(*config.reuse_len, l)
-                            : l;
-  const int64_t end = mlen + reuse;
-  const int64_t keep = config.mem_len.has_value() && *config.mem_len > 0
-                           ? std::min(*config.mem_len, end)
-                           : end;
+  const auto [start, end] =
+      MemoryRows(mlen, keys_values.size(1) - mlen, config);
   return keys_values.detach()
-      .narrow(1, end - keep, keep)  // [B, M', D]
-      .transpose(0, 1);             // [M', B, D]
+      .narrow(1, start, end - start)  // [B, M', D]
+      .transpose(0, 1);               // [M', B, D]
 }
 
 // What new_mems keep: the config's mem_len/reuse_len, or the whole input
@@ -551,11 +553,10 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
     // product, which would cast it there anyway (half the bytes under
     // bf16). Without activation checkpointing a view of the layer's
     // key/value input (MemoryFromKeysValues), else a copy (CacheMem; the
-    // previous layer's copy in the compute dtype where it wrote one: the
-    // same values).
+    // streams are then fp32 only).
     if (options.use_mems && checkpoint) {
-      const auto& cur = streams.h_low.defined() ? streams.h_low : streams.h;
-      out.new_mems.push_back(CacheMem(cur.transpose(0, 1), mem, cache_config,
+      out.new_mems.push_back(CacheMem(streams.h.transpose(0, 1), mem,
+                                      cache_config,
                                       ComputeDtype(streams.h)));  // [M', B, D]
     }
     context->copy_outputs = n + 1 < n_layer;
