@@ -29,8 +29,22 @@
 // Shared-memory rows are padded to Dh + 8 elements (a 16-byte multiple):
 // the 8 groups g of a warp reading the same column start 4 banks apart,
 // so the 32 lanes' 32-bit reads hit 32 different banks.
+//
+// Compiled as C++ with XLNET_CUDA_EMULATION, the same source runs on the
+// CPU through model/cuda/emulation.h (the tests' check of the kernels on a
+// machine without a GPU): each PTX primitive below has its emulated twin.
+#ifdef XLNET_CUDA_EMULATION
+#include "model/cuda/emulation.h"
+#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+// In CUDA: the block's dynamic shared memory, and a kernel launch.
+#define XLNET_DYNAMIC_SHARED(name) \
+  extern __shared__ __align__(16) unsigned char name[]
+#define XLNET_LAUNCH(kernel, grid, block, bytes, stream, ...) \
+  (kernel)<<<(grid), (block), (bytes), (stream)>>>(__VA_ARGS__)
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -85,6 +99,9 @@ __device__ __forceinline__ uint32_t Pack(float lo, float hi) {
 template <typename T>
 __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4],
                                     uint32_t b0, uint32_t b1) {
+#ifdef XLNET_CUDA_EMULATION
+  cuda_emulation::EmulatedMma(std::is_same_v<T, __half>, c, a, b0, b1);
+#else
   if constexpr (std::is_same_v<T, __half>) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
@@ -98,6 +115,7 @@ __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4],
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+#endif
 }
 
 __device__ __forceinline__ uint32_t Load32(const void* p) {
@@ -108,29 +126,47 @@ __device__ __forceinline__ uint32_t Load32(const void* p) {
 // the first `bytes` (0 to 16) are read, the rest zero-filled.
 __device__ __forceinline__ void CopyAsync16(void* dst, const void* src,
                                             int bytes) {
+#ifdef XLNET_CUDA_EMULATION
+  cuda_emulation::EmulatedCopyAsync(dst, src, 16, bytes);
+#else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
                "l"(src), "r"(bytes));
+#endif
 }
 
 // 8 bytes global -> shared (sm_80+), through L1.
 __device__ __forceinline__ void CopyAsync8(void* dst, const void* src) {
+#ifdef XLNET_CUDA_EMULATION
+  cuda_emulation::EmulatedCopyAsync(dst, src, 8, 8);
+#else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
+#endif
 }
 
 // 4 bytes global -> shared (sm_80+), through L1.
 __device__ __forceinline__ void CopyAsync4(void* dst, const void* src) {
+#ifdef XLNET_CUDA_EMULATION
+  cuda_emulation::EmulatedCopyAsync(dst, src, 4, 4);
+#else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+#endif
 }
 
 __device__ __forceinline__ void CopyAsyncCommit() {
+#ifndef XLNET_CUDA_EMULATION  // one group is all the emulation keeps
   asm volatile("cp.async.commit_group;\n" ::);
+#endif
 }
 
 __device__ __forceinline__ void CopyAsyncWaitAll() {
+#ifdef XLNET_CUDA_EMULATION
+  cuda_emulation::EmulatedCopyWaitAll();
+#else
   asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
 }
 
 // Four 8 x 8 matrices of 16-bit values from shared memory (sm_75+): lane l
@@ -143,6 +179,9 @@ __device__ __forceinline__ void CopyAsyncWaitAll() {
 // spills.)
 template <bool kTrans>
 __device__ __forceinline__ void LoadMatrices(uint32_t r[4], unsigned row) {
+#ifdef XLNET_CUDA_EMULATION
+  cuda_emulation::EmulatedLoadMatrices(kTrans, r, row);
+#else
   if constexpr (kTrans) {
     asm volatile(
         "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
@@ -155,6 +194,7 @@ __device__ __forceinline__ void LoadMatrices(uint32_t r[4], unsigned row) {
         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
         : "r"(row));
   }
+#endif
 }
 
 // The shared-state-space address of p (32 bits, as ldmatrix takes it).
@@ -201,9 +241,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 // adds a range test and two multiplies around the same instruction for
 // denormal results, which no probability here needs.
 __device__ __forceinline__ float Exp2(float x) {
+#ifdef XLNET_CUDA_EMULATION
+  return std::exp2(x);
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 
 // The position products arrive through shared memory too: row r of a
@@ -597,7 +641,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   static_assert(kBdLd % 8 == 0, "whole 16-byte pieces of bd");
   // Within the 227 KiB an H100 block may opt into, 3 blocks an SM.
   static_assert(3 * SharedBytes<T, kDh>() <= 227 * 1024, "shared memory");
-  extern __shared__ __align__(16) unsigned char smem[];
+  XLNET_DYNAMIC_SHARED(smem);
 
   const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
@@ -951,7 +995,7 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   static_assert(kBlockRows == 64 && kBlockKeys == 64, "one tile shape");
   static_assert(sizeof(RowTerms) == 80, "three vector loads, banks apart");
   static_assert(sizeof(DkDvBuffer<T, kDh>) % 16 == 0, "16-byte aligned");
-  extern __shared__ __align__(16) unsigned char smem[];
+  XLNET_DYNAMIC_SHARED(smem);
   auto* bufs = reinterpret_cast<DkDvBuffer<T, kDh>*>(smem);  // [2]
   // With kPendingKernels: [2][kBlockRows] rows staged, tile t in t % 2.
   auto* const raw = reinterpret_cast<RowRaw*>(bufs + 2);
@@ -1064,7 +1108,7 @@ template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   constexpr int kKeyBlocks = kBlockKeys / 8;
   constexpr int kOutBlocks = kDh / 8;
-  extern __shared__ __align__(16) unsigned char smem[];
+  XLNET_DYNAMIC_SHARED(smem);
 
   const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
@@ -1307,7 +1351,7 @@ cudaError_t LaunchWithShared(Kernel kernel, dim3 grid, size_t bytes,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
-  kernel<<<grid, kThreads, bytes, stream>>>(p);
+  XLNET_LAUNCH(kernel, grid, kThreads, bytes, stream, p);
   return cudaGetLastError();
 }
 
@@ -1341,9 +1385,9 @@ cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
   const int64_t words = rows_b * lq * BitWords(klen);
   if (words == 0) return cudaSuccess;
   constexpr int kBlock = 256;
-  PackBitsKernel<<<static_cast<unsigned>((words + kBlock - 1) / kBlock), kBlock,
-                   0, stream>>>(src, sb, si, sj, rows_b, lq, klen, pad_blocked,
-                                dst);
+  const auto blocks = static_cast<unsigned>((words + kBlock - 1) / kBlock);
+  XLNET_LAUNCH(PackBitsKernel, blocks, kBlock, 0, stream, src, sb, si, sj,
+               rows_b, lq, klen, pad_blocked, dst);
   return cudaGetLastError();
 }
 
@@ -1397,12 +1441,10 @@ cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream) {
   constexpr int kRowsABlock = 8;
   const auto blocks =
       static_cast<unsigned>((rows + kRowsABlock - 1) / kRowsABlock);
-  if (p.dtype == DType::kHalf) {
-    RowDotsKernel<__half, 64><<<blocks, kRowsABlock * 32, 0, stream>>>(p, dd);
-  } else {
-    RowDotsKernel<__nv_bfloat16, 64>
-        <<<blocks, kRowsABlock * 32, 0, stream>>>(p, dd);
-  }
+  const auto kernel = p.dtype == DType::kHalf
+                          ? RowDotsKernel<__half, 64>
+                          : RowDotsKernel<__nv_bfloat16, 64>;
+  XLNET_LAUNCH(kernel, blocks, kRowsABlock * 32, 0, stream, p, dd);
   return cudaGetLastError();
 }
 

@@ -23,7 +23,11 @@
 // pos [B, Lq] int64.
 #pragma once
 
+#ifdef XLNET_CUDA_EMULATION  // the kernels on the CPU (emulation.h)
+#include "model/cuda/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 

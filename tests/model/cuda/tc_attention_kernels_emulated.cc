@@ -1,0 +1,16 @@
+// The tensor-core kernels' default source compiled for the CPU
+// (tc_emulated.h). LibTorch comes first: the emulation's keyword macros
+// are for the kernel source only.
+#include <torch/torch.h>
+
+#include "tests/model/cuda/tc_emulated.h"
+
+#define XLNET_CUDA_EMULATION 1
+#include "model/cuda/tc_attention_kernels.cu"
+#include "tests/model/cuda/tc_emulated_run.h"
+
+namespace xlnet::testing {
+
+TcOutputs RunEmulatedTcKernels(const TcInputs& in) { return RunKernels(in); }
+
+}  // namespace xlnet::testing

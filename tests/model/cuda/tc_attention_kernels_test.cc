@@ -1,0 +1,224 @@
+// The tensor-core attention kernels' own source, run on the CPU through
+// model/cuda/emulation.h (tc_emulated.h), against the fused op's CPU path
+// in fp32: the output and every input's gradient, bf16 within 3% and fp16
+// within 1% of each tensor's largest value (the bounds the GPU test
+// CudaAttentionTest.TensorCoreKernelsMatchTheCpuPath holds the same
+// kernels to), both streams, with and without dropout (the same Philox
+// decisions), ragged query and key tiles, k_r in groups and per sample,
+// fully masked rows (zeros). The kernels built with XLNET_CUDA_PENDING give
+// the same bits as the default ones, and neither depends on when cp.async
+// lands (at issue or at the wait), which a missing barrier would show.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "model/attention.h"
+#include "tests/model/cuda/tc_emulated.h"
+#include "tests/model/test_util.h"
+
+namespace xlnet::testing {
+namespace {
+
+struct Shape {
+  int64_t b = 2, h = 2, l = 100, lq = 100, mlen = 40, groups = 1;
+  bool seg = true, query_stream = false;
+  double dropout = 0;
+};
+
+struct Problem {
+  // qw, qr, k, v, k_r, seg in fp32; the output's gradient w.
+  std::vector<torch::Tensor> x;
+  torch::Tensor w;
+  AttentionBias bias;
+  int64_t qlen = 0;
+  AttentionDropout dropout;
+};
+
+Problem MakeProblem(const Shape& s, uint64_t seed) {
+  torch::manual_seed(seed);
+  const int64_t klen = s.mlen + s.l, rlen = klen + s.l, dh = 64;
+  Problem pr;
+  pr.qlen = s.l;
+  const auto q = torch::randn({s.b, s.h, s.lq, dh});
+  pr.x = {q,
+          q * 0.5,
+          torch::randn({s.b, s.h, klen, dh}),
+          torch::randn({s.b, s.h, klen, dh}),
+          torch::randn({s.groups, s.h, rlen, dh}),
+          s.seg ? torch::randn({s.b, s.h, s.lq, 2}) : torch::Tensor()};
+  pr.w = torch::randn({s.b, s.h, s.lq, dh});
+  auto m = torch::rand({s.b, 1, s.lq, klen}) < 0.3;  // [B, 1, Lq, K]
+  m[0][0][1].fill_(true);                            // every key masked
+  m[s.b - 1][0][s.lq - 1].fill_(true);
+  pr.bias.mask = m;
+  if (s.seg) pr.bias.seg_diff = torch::rand({s.b, 1, s.lq, klen}) < 0.5;
+  if (s.query_stream) {
+    // Arbitrary positions: unsorted, with a repeat.
+    pr.bias.query_pos = torch::randint(0, s.l, {s.b, s.lq}, torch::kLong);
+    pr.bias.query_pos[0][0] = s.l - 1;
+    pr.bias.query_pos[0][s.lq - 1] = 0;
+  }
+  pr.dropout.p = s.dropout;
+  pr.dropout.seed = 7;
+  pr.dropout.offset = 3;
+  return pr;
+}
+
+// The CPU path in fp32: the output, then the gradients of sum(out * w)
+// w.r.t. qw, qr, k, v, k_r and seg.
+std::vector<torch::Tensor> Reference(const Problem& pr) {
+  std::vector<torch::Tensor> x;
+  for (const auto& t : pr.x) {
+    x.push_back(t.defined() ? t.clone().requires_grad_() : t);
+  }
+  auto out = FusedRelativeAttention(x[0], x[1], x[2], x[3], x[4], x[5], pr.bias,
+                                    pr.qlen, 0.125, pr.dropout);
+  std::vector<torch::Tensor> inputs(x.begin(), x.begin() + 5);
+  if (x[5].defined()) inputs.push_back(x[5]);
+  auto grads = torch::autograd::grad({(out * pr.w).sum()}, inputs);
+  std::vector<torch::Tensor> r = {out.detach()};
+  for (auto& g : grads) r.push_back(g);
+  return r;
+}
+
+TcInputs KernelInputs(const Problem& pr, torch::ScalarType dtype) {
+  auto low = [&](const torch::Tensor& t) {
+    return t.defined() ? t.to(dtype).contiguous() : t;
+  };
+  TcInputs in;
+  in.qw = low(pr.x[0]);
+  in.qr = low(pr.x[1]);
+  in.k = low(pr.x[2]);
+  in.v = low(pr.x[3]);
+  in.k_r = low(pr.x[4]);
+  in.seg = low(pr.x[5]);
+  in.mask = pr.bias.mask;
+  in.seg_diff = pr.bias.seg_diff;
+  in.query_pos = pr.bias.query_pos;
+  in.dout = low(pr.w);
+  in.qlen = pr.qlen;
+  in.dropout = pr.dropout.p;
+  in.seed = pr.dropout.seed;
+  in.offset = pr.dropout.offset;
+  return in;
+}
+
+std::vector<torch::Tensor> Flat(const TcOutputs& o) {
+  std::vector<torch::Tensor> r = {o.out, o.dqw, o.dqr, o.dk, o.dv, o.dkr};
+  if (o.dseg.defined()) r.push_back(o.dseg);
+  return r;
+}
+
+const char* kNames[] = {"out", "dqw", "dqr", "dk", "dv", "dk_r", "dseg"};
+
+void ExpectMatchesCpuPath(const Shape& s, uint64_t seed) {
+  const Problem pr = MakeProblem(s, seed);
+  const auto ref = Reference(pr);
+  for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    const char* name = dtype == torch::kHalf ? "fp16" : "bf16";
+    const TcInputs in = KernelInputs(pr, dtype);
+    const TcOutputs got = RunEmulatedTcKernels(in);
+    ASSERT_EQ(got.error, "") << name;
+    const auto flat = Flat(got);
+    ASSERT_EQ(flat.size(), ref.size());
+    const double tol = dtype == torch::kHalf ? 0.01 : 0.03;
+    for (size_t i = 0; i < flat.size(); ++i) {
+      const auto g = flat[i].to(torch::kFloat);
+      const double scale = ref[i].abs().max().item<double>() + 1e-12;
+      const double diff = MaxAbsDiff(g, ref[i]);
+      EXPECT_TRUE(torch::isfinite(g).all().item<bool>())
+          << name << " " << kNames[i];
+      EXPECT_LT(diff, tol * scale) << name << " " << kNames[i];
+      std::printf(
+          "[ diff     ] %s %s: max |emulated - cpu| %.3g (scale %.3g)\n", name,
+          kNames[i], diff, scale);
+    }
+    // Rows with every key masked are zeros, as on the CPU.
+    EXPECT_EQ(got.out[0][0][1].abs().max().item<float>(), 0.f) << name;
+    EXPECT_EQ(got.out[s.b - 1][0][s.lq - 1].abs().max().item<float>(), 0.f)
+        << name;
+    // The XLNET_CUDA_PENDING kernels change where work happens, not the
+    // arithmetic: the same bits.
+    const TcOutputs pending = RunEmulatedTcKernelsPending(in);
+    ASSERT_EQ(pending.error, "") << name;
+    const auto pending_flat = Flat(pending);
+    for (size_t i = 0; i < flat.size(); ++i) {
+      EXPECT_TRUE(torch::equal(pending_flat[i], flat[i]))
+          << name << " pending " << kNames[i];
+    }
+  }
+}
+
+TEST(TcAttentionKernelsTest, ContentStreamMatchesTheCpuPath) {
+  Shape s;
+  s.l = s.lq = 100;  // query tiles 64 + 36, key tiles 64 + 64 + 12
+  s.mlen = 40;
+  ExpectMatchesCpuPath(s, 21);
+}
+
+TEST(TcAttentionKernelsTest, ContentStreamWithDropoutPerSampleKr) {
+  Shape s;
+  s.l = s.lq = 70;
+  s.mlen = 30;
+  s.groups = 2;  // k_r per sample
+  s.dropout = 0.2;
+  ExpectMatchesCpuPath(s, 22);
+}
+
+TEST(TcAttentionKernelsTest, QueryStreamInGroupsWithDropout) {
+  Shape s;
+  s.b = 4;
+  s.h = 1;
+  s.l = 80;
+  s.lq = 21;  // one partial query tile: rows 21-63 idle
+  s.mlen = 50;
+  s.groups = 2;  // bi_data: two groups of two samples
+  s.query_stream = true;
+  s.dropout = 0.2;
+  ExpectMatchesCpuPath(s, 23);
+}
+
+TEST(TcAttentionKernelsTest, WithoutSegmentTerm) {
+  Shape s;
+  s.l = s.lq = 64;
+  s.mlen = 0;
+  s.seg = false;
+  ExpectMatchesCpuPath(s, 24);
+}
+
+// The same bits whatever the order of the warps (each running alone to its
+// next barrier, first to last and last to first) and whenever cp.async
+// lands (where issued or where waited for): a write into shared memory
+// that another warp still reads, or a read before the copy or store it
+// needs, without a barrier between, would change the result.
+TEST(TcAttentionKernelsTest, ResultsDoNotDependOnWarpOrderOrCopyTiming) {
+  Shape s;
+  s.b = 1;
+  s.l = s.lq = 150;  // three query tiles: the key-tile backward's buffers
+  s.mlen = 40;       // are each used twice
+  s.dropout = 0.1;
+  const Problem pr = MakeProblem(s, 25);
+  TcInputs in = KernelInputs(pr, torch::kBFloat16);
+  const auto ref = Flat(RunEmulatedTcKernels(in));
+  for (int schedule : {1, 2}) {
+    for (bool at_issue : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "schedule " << schedule
+                                        << ", copies at issue " << at_issue);
+      in.schedule = schedule;
+      in.copies_at_issue = at_issue;
+      const TcOutputs got = RunEmulatedTcKernels(in);
+      const TcOutputs pending = RunEmulatedTcKernelsPending(in);
+      ASSERT_EQ(got.error, "");
+      ASSERT_EQ(pending.error, "");
+      const auto a = Flat(got), b = Flat(pending);
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_TRUE(torch::equal(a[i], ref[i])) << kNames[i];
+        EXPECT_TRUE(torch::equal(b[i], ref[i])) << "pending " << kNames[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xlnet::testing
