@@ -1104,6 +1104,24 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
 // key tiles: the forward's scores again, dP = dout . v^T, dS, then
 // dqw += dS k; dS itself is dbd at the row's shifted columns, and its sums
 // over the row's same- and other-segment keys are dseg.
+// Zeros into d[0, n) (16-bit elements) by the 32 lanes of a warp: the
+// elements before the first 16-byte boundary and after the last one a lane
+// each, the whole 16-byte pieces between a lane each (a store instruction
+// writes 256 elements, not 32).
+template <typename T>
+__device__ __forceinline__ void ZeroRange(T* d, int64_t n, int lane) {
+  static_assert(sizeof(T) == 2, "16-bit elements");
+  const auto misaligned = static_cast<int64_t>(
+      (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16 / sizeof(T));
+  const int64_t head = min(n, misaligned);
+  if (lane < head) d[lane] = FromF<T>(0.f);
+  const int64_t pieces = (n - head) / 8;
+  uint4* v = reinterpret_cast<uint4*>(d + head);
+  for (int64_t q = lane; q < pieces; q += 32) v[q] = make_uint4(0, 0, 0, 0);
+  const int64_t tail = head + pieces * 8;
+  if (tail + lane < n) d[tail + lane] = FromF<T>(0.f);
+}
+
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   constexpr int kKeyBlocks = kBlockKeys / 8;
@@ -1268,8 +1286,13 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     const int64_t lo = min(max(shift, int64_t{0}), p.rlen);
     const int64_t hi = min(max(shift + p.klen, lo), p.rlen);
     T* d = dbd + row * p.rlen;
-    for (int64_t c = lane; c < lo; c += 32) d[c] = FromF<T>(0.f);
-    for (int64_t c = hi + lane; c < p.rlen; c += 32) d[c] = FromF<T>(0.f);
+    if constexpr (kPendingKernels) {
+      ZeroRange(d, lo, lane);
+      ZeroRange(d + hi, p.rlen - hi, lane);
+    } else {
+      for (int64_t c = lane; c < lo; c += 32) d[c] = FromF<T>(0.f);
+      for (int64_t c = hi + lane; c < p.rlen; c += 32) d[c] = FromF<T>(0.f);
+    }
   }
 
   T* dqw = static_cast<T*>(p.dqw) + MatrixAt(p.dqw_layout, bh, p.h);
