@@ -238,14 +238,18 @@ tc::Layout LayoutOf(const torch::Tensor& t) {
   return tc::Layout{t.stride(0), t.stride(1), t.stride(2)};
 }
 
-// t itself when the kernels can read it in place (rows of Dh contiguous
-// elements, 16-byte aligned: e.g. the head-split view [B, T, H, Dh] ->
-// [B, H, T, Dh] of a projection), else a contiguous copy.
+// Whether the kernels can read t in place: rows of Dh contiguous elements,
+// 16-byte aligned (e.g. the head-split view [B, T, H, Dh] -> [B, H, T, Dh]
+// of a projection).
+bool InPlace(const torch::Tensor& t) {
+  return t.stride(3) == 1 && t.stride(0) % 8 == 0 && t.stride(1) % 8 == 0 &&
+         t.stride(2) % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+// t itself where InPlace, else a contiguous copy.
 torch::Tensor ForKernels(const torch::Tensor& t) {
-  const bool aligned = t.stride(3) == 1 && t.stride(0) % 8 == 0 &&
-                       t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0 &&
-                       reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-  return aligned ? t : t.contiguous();
+  return InPlace(t) ? t : t.contiguous();
 }
 
 // An uninitialised [B, H, T, Dh] tensor stored as [B, T, H, Dh], the
@@ -314,12 +318,31 @@ bool Fits(const torch::Tensor& words, int64_t rows, int64_t lq, int64_t klen) {
          words.size(1) == lq && words.size(2) == tc::BitWords(klen);
 }
 
+// Whether the forward kernel computes the position products itself (from
+// qr in place, k_r contiguous) instead of reading cuBLAS's bd: the content
+// stream (query i at position i) in builds whose kernels do that.
+bool ForwardProducts(const std::vector<torch::Tensor>& in,
+                     const CudaState& st) {
+  const auto& qr = in[1];
+  const auto& k_r = in[4];
+  return tc::ForwardComputesPositionProducts() && !st.pos.defined() &&
+         InPlace(qr) && k_r.is_contiguous() &&
+         reinterpret_cast<uintptr_t>(k_r.data_ptr()) % 16 == 0;
+}
+
+// forward_products: the forward without bd (ForwardProducts).
 TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, bool forward_products = false) {
   TcCall call;
   const auto& qw = in[0];
-  call.bd = PositionProducts(in[1], in[4]);
   tc::Params& p = call.p;
+  if (forward_products) {
+    p.qr = in[1].data_ptr();
+    p.qr_layout = LayoutOf(in[1]);
+    p.k_r = in[4].data_ptr();
+  } else {
+    call.bd = PositionProducts(in[1], in[4]);
+  }
   p.dtype = qw.scalar_type() == torch::kHalf ? tc::DType::kHalf
                                              : tc::DType::kBFloat16;
   p.b = qw.size(0);
@@ -336,7 +359,7 @@ TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
   p.qw_layout = LayoutOf(qw);
   p.k_layout = LayoutOf(in[2]);
   p.v_layout = LayoutOf(in[3]);
-  p.bd = call.bd.data_ptr();
+  p.bd = call.bd.defined() ? call.bd.data_ptr() : nullptr;
   auto word_ptr = [](const torch::Tensor& t) {
     return reinterpret_cast<uint32_t*>(t.data_ptr<int32_t>());
   };
@@ -373,7 +396,9 @@ cudaStream_t StreamOf(const torch::Tensor& t) {
 // The autograd node around the tensor-core kernels. Backward recomputes the
 // position products (PositionProducts) rather than keeping them from the
 // forward, and turns their gradient into those of q_r and k_r with two
-// more products a k_r group.
+// more products a k_r group. In builds whose forward kernel computes the
+// content stream's products itself (ForwardProducts), the forward skips
+// PositionProducts.
 struct TcAttentionFunction
     : public torch::autograd::Function<TcAttentionFunction> {
   // inputs: qw, qr, k, v, k_r[, seg]. qw, k and v are read in place where
@@ -387,7 +412,7 @@ struct TcAttentionFunction
     if (in.size() > 5) in[5] = in[5].contiguous();
     const c10::cuda::CUDAGuard guard(in[0].device());
     const auto stream = StreamOf(in[0]);
-    TcCall call = MakeTcCall(in, *st, stream);
+    TcCall call = MakeTcCall(in, *st, stream, ForwardProducts(in, *st));
     const auto& qw = in[0];
     auto out = EmptyHeadsLast(qw.size(0), qw.size(1), qw.size(2), qw.size(3),
                               qw.options());  // [B, H, Lq, Dh]

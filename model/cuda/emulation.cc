@@ -328,7 +328,9 @@ void WarpExchange(const char* op, const uint32_t* mine, int words,
   const unsigned lane = flat % kWarpSize;
   Slots& s = w.slots[f.warp_ops % 2];
   ++f.warp_ops;
-  std::memcpy(s.w[lane], mine, sizeof(uint32_t) * static_cast<size_t>(words));
+  if (words > 0) {
+    std::memcpy(s.w[lane], mine, sizeof(uint32_t) * static_cast<size_t>(words));
+  }
   if (w.arrived == 0) {
     s.op = op;
     s.words = words;
@@ -344,7 +346,7 @@ void WarpExchange(const char* op, const uint32_t* mine, int words,
     // A lane that returned never arrives: the scheduler reports it.
     WaitFor(w.generation, seen);
   }
-  for (int l = 0; l < kWarpSize; ++l) {
+  for (int l = 0; l < kWarpSize && words > 0; ++l) {
     std::memcpy(all + l * words, s.w[l],
                 sizeof(uint32_t) * static_cast<size_t>(words));
   }

@@ -15,7 +15,8 @@
 // blockIdx, blockDim and gridDim; dynamic shared memory (filled with 0xff
 // bytes, NaN in fp16/bf16, at each block's start, so a read of what no
 // thread wrote shows); __syncthreads (threads that returned no longer
-// count, as on the GPU); __shfl_sync and __shfl_xor_sync with a full mask;
+// count, as on the GPU); __syncwarp; __shfl_sync and __shfl_xor_sync with a
+// full mask;
 // and through the Emulated* functions: mma.sync.m16n8k16 (fp16/bf16 in,
 // fp32 accumulation in k order), ldmatrix .x4 (with .trans), cp.async
 // (16, 8 and 4 bytes, with zero fill) and cp.async.wait_group 0,
@@ -242,6 +243,12 @@ std::common_type_t<A, B> Max(A a, B b) {
 #define gridDim (::cuda_emulation::GridDim())
 
 inline void __syncthreads() { ::cuda_emulation::SyncThreads(); }
+
+// All 32 lanes (the kernels pass no mask).
+inline void __syncwarp() {
+  uint32_t none[32];
+  ::cuda_emulation::WarpExchange("syncwarp", nullptr, 0, none);
+}
 
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {

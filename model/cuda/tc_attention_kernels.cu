@@ -401,7 +401,11 @@ struct KeyTiles {
     const int klen = static_cast<int>(p.klen);
     LoadTileAsync<T, kDh>(dst, k, p.k_layout.t, j0, klen);
     LoadTileAsync<T, kDh>(dst + kTile, v, p.v_layout.t, j0, klen);
-    LoadBdAsync(bd + x * kBlockRows * kBdLd, bd_all, win, j0, bd_numel);
+    // Without bd (the forward computing its position products, FusedBd),
+    // no windows to copy.
+    if (!kPendingKernels || bd_all != nullptr) {
+      LoadBdAsync(bd + x * kBlockRows * kBdLd, bd_all, win, j0, bd_numel);
+    }
     uint32_t* w = words + (x * kBlockRows + threadIdx.x / 2) * kWordsLd;
     if (word_src != nullptr) {
       CopyAsync8(w + 2 * (threadIdx.x % 2), word_src + j0 / 32);
@@ -630,6 +634,80 @@ __device__ __forceinline__ uint2 KeepWords(uint32_t mine, int t) {
   return make_uint2(w[0], w[1]);
 }
 
+// The 32-bit word w (0-7) of 16 16-bit values held as two uint4.
+__device__ __forceinline__ uint32_t Word(const uint4 v[2], int w) {
+  const uint4& x = v[w / 4];
+  const int i = w % 4;
+  return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w;
+}
+
+// The position products of key tile j0 for the warp's 16 rows, computed
+// here instead of read from bd (the forward of a content stream, query i
+// at position i): P = qr . k_r^T over the 80 relative positions the rows
+// need, base + 0 .. 79 with base = j0 + qlen - (first row) - 15, so that
+// row r's key jj is P's column jj + 15 - r; written, rounded to T as
+// cuBLAS's bd is, into the bd tile at [row][jj] (offset 0), then
+// __syncwarp: each warp reads only its own rows. Positions outside [0, R)
+// give 0, as bd's zero rows do.
+//
+// Fragments straight from global memory (k_r of a group and head is
+// ~180 KB and stays in L2), two 16-byte loads a row: the dot product
+// over Dh does not depend on the order of its terms, so lane t takes Dh
+// elements 16t .. 16t + 15 of its rows for all four k-steps (k-step kk's
+// k-slices 2t, 2t + 1 and 2t + 8, 2t + 9 are elements 16t + 4kk + 0, 1
+// and 2, 3), in A (qr) and B (k_r) alike.
+template <typename T, int kDh>
+__device__ __forceinline__ void FusedBd(T* bd_tile, const Params& p, int64_t bh,
+                                        const Rows& rows, int i0, int j0,
+                                        int warp, int lane) {
+  static_assert(kDh == 64, "four lanes x 16 elements a row");
+  const int g = lane / 4, t = lane % 4;
+  const int64_t b = bh / p.h, h = bh % p.h;
+  const T* qr = static_cast<const T*>(p.qr) + MatrixAt(p.qr_layout, bh, p.h);
+  const T* kr = static_cast<const T*>(p.k_r) +
+                ((b / p.bd_group) * p.h + h) * p.rlen * kDh;
+  uint4 q[2][2];  // rows g, g + 8 (past Lq: row Lq - 1)
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int r = rows.live[u] ? rows.row[u] : static_cast<int>(p.lq) - 1;
+    const auto* src =
+        reinterpret_cast<const uint4*>(qr + r * p.qr_layout.t + 16 * t);
+    q[u][0] = src[0];
+    q[u][1] = src[1];
+  }
+  const int base = j0 + static_cast<int>(p.qlen) - (i0 + warp * 16) - 15;
+  const int rlen = static_cast<int>(p.rlen);
+  // Two n-blocks at a time: fully unrolled, the k_r loads run ahead of
+  // the products and the forward spills.
+#pragma unroll 2
+  for (int n = 0; n < 10; ++n) {
+    const int c = base + n * 8 + g;  // k_r row of this lane's B column
+    uint4 k[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
+      const auto* src = reinterpret_cast<const uint4*>(
+          kr + static_cast<int64_t>(c) * kDh + 16 * t);
+      k[0] = src[0];
+      k[1] = src[1];
+    }
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint32_t a[4] = {Word(q[0], 2 * kk), Word(q[1], 2 * kk),
+                             Word(q[0], 2 * kk + 1), Word(q[1], 2 * kk + 1)};
+      Mma<T>(acc, a, Word(k, 2 * kk), Word(k, 2 * kk + 1));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + 8 * (e / 2);                    // the warp's row
+      const int jj = n * 8 + 2 * t + (e & 1) - 15 + r;  // its key
+      if (static_cast<unsigned>(jj) < static_cast<unsigned>(kBlockKeys)) {
+        bd_tile[(warp * 16 + r) * kBdLd + jj] = FromF<T>(acc[e]);
+      }
+    }
+  }
+  __syncwarp();
+}
+
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   static_assert(kDh % 16 == 0, "head size: whole k-steps of 16");
@@ -659,10 +737,16 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   tiles.LoadAsync(0, p, 0);
   CopyAsyncCommit();
 
-  const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
+  Rows rows = MakeRows<T>(p, bh, i0, warp, g);
   // A warp whose 16 rows all lie past Lq (in the query stream's last tile)
   // skips the products and the softmax; it still copies and waits.
   const bool idle = kPendingKernels && i0 + warp * 16 >= p.lq;
+  // The position products computed here (FusedBd) rather than read.
+  const bool fused = kPendingKernels && p.bd == nullptr;
+  if (fused) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) rows.bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd;
+  }
   float m[2] = {-INFINITY, -INFINITY};  // in log2 units, as the scores
   float l[2] = {0.f, 0.f};
   const float scale2 = p.scale * kLog2e;
@@ -687,6 +771,10 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
       CopyAsyncCommit();
     }
     if (!idle) {
+      if (fused) {
+        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, p, bh, rows,
+                        static_cast<int>(i0), j0, warp, lane);
+      }
       // This tile's mask words (shared memory), then s = qw . k^T for the
       // warp's 16 rows and 64 keys.
       const Words w =
@@ -1471,8 +1559,17 @@ cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+bool ForwardComputesPositionProducts() { return kPendingKernels; }
+
 cudaError_t Forward(const Params& p, cudaStream_t stream) {
   if (!ValidShapes(p) || !Aligned(p.out_layout, p.out)) {
+    return cudaErrorInvalidValue;
+  }
+  // Without bd: the position products from qr and k_r (content stream).
+  if (p.bd == nullptr &&
+      (!ForwardComputesPositionProducts() || p.qr == nullptr ||
+       p.k_r == nullptr || p.pos != nullptr || !Aligned(p.qr_layout, p.qr) ||
+       reinterpret_cast<uintptr_t>(p.k_r) % 16 != 0)) {
     return cudaErrorInvalidValue;
   }
   if (p.lq == 0 || p.b * p.h == 0) return cudaSuccess;

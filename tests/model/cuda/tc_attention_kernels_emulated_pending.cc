@@ -1,6 +1,6 @@
 // The tensor-core kernels with XLNET_CUDA_PENDING compiled for the CPU
-// (tc_emulated.h), in their own namespace (tc_attention_pending) so that
-// both variants link into one test.
+// (tc_emulated.h), in their own namespace (tc_attention_pending), as the
+// default variant is in tc_attention_emulated.
 #include <torch/torch.h>
 
 #include "tests/model/cuda/tc_emulated.h"

@@ -95,7 +95,13 @@ TcOutputs RunKernels(const TcInputs& in) {
   p.qw_layout = LayoutOf(in.qw);
   p.k_layout = LayoutOf(in.k);
   p.v_layout = LayoutOf(in.v);
-  p.bd = bd.data_ptr();
+  if (in.forward_products) {
+    p.qr = in.qr.data_ptr();
+    p.qr_layout = LayoutOf(in.qr);
+    p.k_r = in.k_r.data_ptr();
+  } else {
+    p.bd = bd.data_ptr();
+  }
   p.blocked_b = in.mask.defined() ? in.mask.size(0) : 1;
   const auto blocked = PackMask(in.mask, p.blocked_b, p.lq, p.klen,
                                 /*pad_blocked=*/true, &error);
@@ -127,6 +133,7 @@ TcOutputs RunKernels(const TcInputs& in) {
   error += Check(tc::Forward(p, nullptr), "Forward");
   if (!error.empty()) return r;
 
+  p.bd = bd.data_ptr();  // the backward reads bd
   p.dout = in.dout.data_ptr();
   p.dout_layout = LayoutOf(in.dout);
   auto dd = torch::empty({p.b, p.h, p.lq}, options.dtype(torch::kFloat));
