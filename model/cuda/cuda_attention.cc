@@ -318,25 +318,24 @@ bool Fits(const torch::Tensor& words, int64_t rows, int64_t lq, int64_t klen) {
          words.size(1) == lq && words.size(2) == tc::BitWords(klen);
 }
 
-// Whether the forward kernel computes the position products itself (from
-// qr in place, k_r contiguous) instead of reading cuBLAS's bd: the content
+// Whether the kernels compute the position products themselves (from qr
+// in place, k_r contiguous) instead of reading cuBLAS's bd: the content
 // stream (query i at position i) in builds whose kernels do that.
-bool ForwardProducts(const std::vector<torch::Tensor>& in,
-                     const CudaState& st) {
+bool KernelProducts(const std::vector<torch::Tensor>& in, const CudaState& st) {
   const auto& qr = in[1];
   const auto& k_r = in[4];
-  return tc::ForwardComputesPositionProducts() && !st.pos.defined() &&
+  return tc::KernelsComputePositionProducts() && !st.pos.defined() &&
          InPlace(qr) && k_r.is_contiguous() &&
          reinterpret_cast<uintptr_t>(k_r.data_ptr()) % 16 == 0;
 }
 
-// forward_products: the forward without bd (ForwardProducts).
+// Without bd where KernelProducts.
 TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
-                  cudaStream_t stream, bool forward_products = false) {
+                  cudaStream_t stream) {
   TcCall call;
   const auto& qw = in[0];
   tc::Params& p = call.p;
-  if (forward_products) {
+  if (KernelProducts(in, st)) {
     p.qr = in[1].data_ptr();
     p.qr_layout = LayoutOf(in[1]);
     p.k_r = in[4].data_ptr();
@@ -396,8 +395,8 @@ cudaStream_t StreamOf(const torch::Tensor& t) {
 // The autograd node around the tensor-core kernels. Backward recomputes the
 // position products (PositionProducts) rather than keeping them from the
 // forward, and turns their gradient into those of q_r and k_r with two
-// more products a k_r group. In builds whose forward kernel computes the
-// content stream's products itself (ForwardProducts), the forward skips
+// more products a k_r group. In builds whose kernels compute the content
+// stream's products themselves (KernelProducts), neither direction calls
 // PositionProducts.
 struct TcAttentionFunction
     : public torch::autograd::Function<TcAttentionFunction> {
@@ -412,7 +411,7 @@ struct TcAttentionFunction
     if (in.size() > 5) in[5] = in[5].contiguous();
     const c10::cuda::CUDAGuard guard(in[0].device());
     const auto stream = StreamOf(in[0]);
-    TcCall call = MakeTcCall(in, *st, stream, ForwardProducts(in, *st));
+    TcCall call = MakeTcCall(in, *st, stream);
     const auto& qw = in[0];
     auto out = EmptyHeadsLast(qw.size(0), qw.size(1), qw.size(2), qw.size(3),
                               qw.options());  // [B, H, Lq, Dh]
@@ -471,7 +470,9 @@ struct TcAttentionFunction
         EmptyHeadsLast(k.size(0), k.size(1), k.size(2), k.size(3), k.options());
     auto dv =
         EmptyHeadsLast(k.size(0), k.size(1), k.size(2), k.size(3), k.options());
-    auto dbd = torch::empty_like(call.bd);  // the kernels write all of it
+    // [G, H, n Lq, R], as bd is stored; the kernels write all of it.
+    auto dbd = torch::empty({in[4].size(0), p.h, p.bd_group * p.lq, p.rlen},
+                            in[1].options());
     torch::Tensor dseg;
     if (st->has_seg) dseg = torch::empty_like(in[5]);
     p.lse_in = lse.data_ptr<float>();

@@ -641,14 +641,16 @@ __device__ __forceinline__ uint32_t Word(const uint4 v[2], int w) {
   return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w;
 }
 
-// The position products of key tile j0 for the warp's 16 rows, computed
-// here instead of read from bd (the forward of a content stream, query i
-// at position i): P = qr . k_r^T over the 80 relative positions the rows
-// need, base + 0 .. 79 with base = j0 + qlen - (first row) - 15, so that
-// row r's key jj is P's column jj + 15 - r; written, rounded to T as
+// The position products of key tile j0 for the warp's 16 rows of query
+// tile i0, computed here instead of read from bd (a content stream: query
+// i at position i): P = qr . k_r^T over the 80 relative positions the
+// rows need, base + 0 .. 79 with base = j0 + qlen - (first row) - 15, so
+// that row r's key jj is P's column jj + 15 - r; written, rounded to T as
 // cuBLAS's bd is, into the bd tile at [row][jj] (offset 0), then
-// __syncwarp: each warp reads only its own rows. Positions outside [0, R)
-// give 0, as bd's zero rows do.
+// __syncwarp (the forward and the query-tile backward read only their
+// own rows; the key-tile backward has a block barrier before it reads).
+// Positions outside [0, R) give 0, as bd's zero rows do; rows past Lq
+// (blocked everywhere) are computed from row Lq - 1.
 //
 // Fragments straight from global memory (k_r of a group and head is
 // ~180 KB and stays in L2), two 16-byte loads a row: the dot product
@@ -658,8 +660,7 @@ __device__ __forceinline__ uint32_t Word(const uint4 v[2], int w) {
 // and 2, 3), in A (qr) and B (k_r) alike.
 template <typename T, int kDh>
 __device__ __forceinline__ void FusedBd(T* bd_tile, const Params& p, int64_t bh,
-                                        const Rows& rows, int i0, int j0,
-                                        int warp, int lane) {
+                                        int i0, int j0, int warp, int lane) {
   static_assert(kDh == 64, "four lanes x 16 elements a row");
   const int g = lane / 4, t = lane % 4;
   const int64_t b = bh / p.h, h = bh % p.h;
@@ -669,7 +670,7 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const Params& p, int64_t bh,
   uint4 q[2][2];  // rows g, g + 8 (past Lq: row Lq - 1)
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
-    const int r = rows.live[u] ? rows.row[u] : static_cast<int>(p.lq) - 1;
+    const int r = min(i0 + warp * 16 + g + 8 * u, static_cast<int>(p.lq) - 1);
     const auto* src =
         reinterpret_cast<const uint4*>(qr + r * p.qr_layout.t + 16 * t);
     q[u][0] = src[0];
@@ -772,7 +773,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     }
     if (!idle) {
       if (fused) {
-        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, p, bh, rows,
+        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, p, bh,
                         static_cast<int>(i0), j0, warp, lane);
       }
       // This tile's mask words (shared memory), then s = qw . k^T for the
@@ -923,6 +924,7 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
   RowTerms x;
   int64_t offset;
   win_s[r] = WindowStart(p, bh, row, &offset);
+  if (kPendingKernels && p.bd == nullptr) offset = 0;  // FusedBd's rows
   x.at = r * kBdLd + static_cast<int>(offset);
   x.lse = p.lse_in[bh * p.lq + rr];
   x.dd = live ? p.dd[bh * p.lq + rr] : 0.f;
@@ -1010,7 +1012,8 @@ __device__ void ConvertRows(RowTerms* rows_s, int64_t* win_s,
   const int64_t offset = ((start % 8) + 8) % 8;
   win_s[r] = start - offset;
   RowTerms x;
-  x.at = r * kBdLd + static_cast<int>(offset);
+  // FusedBd's rows start at offset 0.
+  x.at = r * kBdLd + (p.bd == nullptr ? 0 : static_cast<int>(offset));
   x.lse = raw.lse;
   x.dd = live ? raw.dd : 0.f;
   x.same = x.other = 0.f;
@@ -1099,6 +1102,8 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
       static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h);
   const T* bd = static_cast<const T*>(p.bd);
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
+  // The position products computed here (FusedBd) rather than read.
+  const bool fused = kPendingKernels && bd == nullptr;
   const int lq = static_cast<int>(p.lq), klen = static_cast<int>(p.klen);
   const Dropout drop = MakeDropout(p);
   const float scale2 = p.scale * kLog2e;
@@ -1107,7 +1112,7 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     DkDvBuffer<T, kDh>& buf = bufs[x];
     LoadTileAsync<T, kDh>(buf.q, qw, p.qw_layout.t, i0, lq);
     LoadTileAsync<T, kDh>(buf.dout, dout, p.dout_layout.t, i0, lq);
-    LoadBdAsync(buf.bd, bd, buf.win, j0, bd_numel);
+    if (!fused) LoadBdAsync(buf.bd, bd, buf.win, j0, bd_numel);
     CopyAsyncCommit();
   };
 
@@ -1137,6 +1142,13 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     // Buffer 1 - x was last read by the previous tile, before the barrier
     // that ended it (and by LoadA above, before the one that started it).
     if constexpr (kPendingKernels) {
+      // Buffer x, free since the barrier that ended the tile before last:
+      // this tile's products, each warp its 16 rows, published by the
+      // barrier below.
+      if (fused) {
+        FusedBd<T, kDh>(bufs[x].bd, p, bh, static_cast<int>(i0), j0, warp,
+                        lane);
+      }
       CopyAsyncWaitAll();  // with the next tile's rows, staged
       if (more) {
         ConvertRows<T>(bufs[1 - x].rows, bufs[1 - x].win,
@@ -1246,9 +1258,15 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   tiles.LoadAsync(0, p, 0);
   CopyAsyncCommit();
 
-  const Rows rows = MakeRows<T>(p, bh, i0, warp, g);
+  Rows rows = MakeRows<T>(p, bh, i0, warp, g);
   // As in the forward: a warp with no row before Lq only copies and waits.
   const bool idle = kPendingKernels && i0 + warp * 16 >= p.lq;
+  // As in the forward: the position products computed here (FusedBd).
+  const bool fused = kPendingKernels && p.bd == nullptr;
+  if (fused) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) rows.bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd;
+  }
   T* const dbd = static_cast<T*>(p.dbd) + BdAt(p, bh);  // [Lq, R]
   float lse[2], dd[2], seg_sum[2][2];
 #pragma unroll
@@ -1292,6 +1310,10 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
       CopyAsyncCommit();
     }
     if (!idle) {
+      if (fused) {
+        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, p, bh,
+                        static_cast<int>(i0), j0, warp, lane);
+      }
       const Words w = LoadWords(p, rows, tiles.Words(buf), warp, g, keep);
       // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
       float s[kKeyBlocks][4], dp[kKeyBlocks][4];
@@ -1526,6 +1548,20 @@ bool ValidShapes(const Params& p) {
 
 }  // namespace
 
+bool KernelsComputePositionProducts() { return kPendingKernels; }
+
+namespace {
+
+// Without bd: the kernels' own position products from qr and k_r, in the
+// content stream only.
+bool ProductsFromQr(const Params& p) {
+  return KernelsComputePositionProducts() && p.qr != nullptr &&
+         p.k_r != nullptr && p.pos == nullptr && Aligned(p.qr_layout, p.qr) &&
+         reinterpret_cast<uintptr_t>(p.k_r) % 16 == 0;
+}
+
+}  // namespace
+
 cudaError_t Backward(const Params& p, cudaStream_t stream) {
   if (!ValidShapes(p) || p.dout == nullptr || p.lse_in == nullptr ||
       p.dd == nullptr || p.dqw == nullptr || p.dk == nullptr ||
@@ -1536,6 +1572,7 @@ cudaError_t Backward(const Params& p, cudaStream_t stream) {
       !Aligned(p.dv_layout, p.dv)) {
     return cudaErrorInvalidValue;
   }
+  if (p.bd == nullptr && !ProductsFromQr(p)) return cudaErrorInvalidValue;
   if (p.lq == 0 || p.klen == 0 || p.b * p.h == 0) return cudaSuccess;
   return p.dtype == DType::kHalf ? LaunchBackward<__half, 64>(p, stream)
                                  : LaunchBackward<__nv_bfloat16, 64>(p, stream);
@@ -1559,17 +1596,9 @@ cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-bool ForwardComputesPositionProducts() { return kPendingKernels; }
-
 cudaError_t Forward(const Params& p, cudaStream_t stream) {
-  if (!ValidShapes(p) || !Aligned(p.out_layout, p.out)) {
-    return cudaErrorInvalidValue;
-  }
-  // Without bd: the position products from qr and k_r (content stream).
-  if (p.bd == nullptr &&
-      (!ForwardComputesPositionProducts() || p.qr == nullptr ||
-       p.k_r == nullptr || p.pos != nullptr || !Aligned(p.qr_layout, p.qr) ||
-       reinterpret_cast<uintptr_t>(p.k_r) % 16 != 0)) {
+  if (!ValidShapes(p) || !Aligned(p.out_layout, p.out) ||
+      (p.bd == nullptr && !ProductsFromQr(p))) {
     return cudaErrorInvalidValue;
   }
   if (p.lq == 0 || p.b * p.h == 0) return cudaSuccess;

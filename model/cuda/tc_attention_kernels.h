@@ -97,11 +97,11 @@ struct Params {
   void *dqw = nullptr, *dk = nullptr, *dv = nullptr, *dbd = nullptr,
        *dseg = nullptr;
   Layout dqw_layout, dk_layout, dv_layout;
-  // Forward without bd (null), where ForwardComputesPositionProducts():
-  // the kernel computes the products itself from qr [B, H, Lq, Dh] (any
+  // Without bd (null), where KernelsComputePositionProducts(): the
+  // kernels compute the products themselves from qr [B, H, Lq, Dh] (any
   // Layout) and k_r [B / bd_group, H, R, Dh] (contiguous, 16-byte aligned);
-  // only without pos (query i at position i: the content stream). Last,
-  // so that the other fields keep their offsets.
+  // only without pos (query i at position i: the content stream). dbd is
+  // written as ever. Last, so that the other fields keep their offsets.
   const void* qr = nullptr;
   Layout qr_layout;
   const void* k_r = nullptr;
@@ -128,9 +128,9 @@ cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
 // Whether Forward takes this head size.
 constexpr bool SupportsHeadSize(int64_t dh) { return dh == 64; }
 
-// Whether Forward takes qr and k_r in place of bd (Params::qr): in builds
-// with -DXLNET_CUDA_PENDING=ON.
-bool ForwardComputesPositionProducts();
+// Whether Forward and Backward take qr and k_r in place of bd
+// (Params::qr): in builds with -DXLNET_CUDA_PENDING=ON.
+bool KernelsComputePositionProducts();
 
 // softmax((qw.k^T + bd at the shift + segment term) * scale, masked) . v,
 // dropout on the probabilities as the SIMT kernels and the CPU path draw it;

@@ -6,8 +6,8 @@
 // kernels to), both streams, with and without dropout (the same Philox
 // decisions), ragged query and key tiles, k_r in groups and per sample,
 // fully masked rows (zeros). The kernels built with XLNET_CUDA_PENDING give
-// the same bits as the default ones (their forward computing the content
-// stream's position products: within the same bounds), and neither
+// the same bits as the default ones (computing the content stream's
+// position products themselves: within the same bounds), and neither
 // depends on the order of the warps between barriers or on when cp.async
 // lands (at issue or at the wait), which a missing barrier would show.
 #include <gtest/gtest.h>
@@ -157,17 +157,17 @@ void ExpectMatchesCpuPath(const Shape& s, uint64_t seed) {
       EXPECT_TRUE(torch::equal(pending_flat[i], flat[i]))
           << name << " pending " << kNames[i];
     }
-    // The content stream's forward computing its position products (the
+    // The content stream's kernels computing its position products (the
     // pending kernels): bd rounded as cuBLAS rounds it, but summed in
     // another order, so within the bounds rather than the same bits.
     if (s.query_stream) continue;
     TcInputs fused_in = in;
-    fused_in.forward_products = true;
+    fused_in.kernel_products = true;
     const TcOutputs fused = RunEmulatedTcKernelsPending(fused_in);
     ASSERT_EQ(fused.error, "") << name;
     ExpectWithin(Flat(fused), ref, tol,
-                 std::string(name) + ", forward products");
-    // The default kernels refuse a forward without bd.
+                 std::string(name) + ", kernel products");
+    // The default kernels refuse to run without bd.
     EXPECT_NE(RunEmulatedTcKernels(fused_in).error, "") << name;
   }
 }
@@ -223,20 +223,27 @@ TEST(TcAttentionKernelsTest, ResultsDoNotDependOnWarpOrderOrCopyTiming) {
   const Problem pr = MakeProblem(s, 25);
   TcInputs in = KernelInputs(pr, torch::kBFloat16);
   const auto ref = Flat(RunEmulatedTcKernels(in));
+  TcInputs products_in = in;  // the pending kernels' own position products
+  products_in.kernel_products = true;
+  const auto products_ref = Flat(RunEmulatedTcKernelsPending(products_in));
   for (int schedule : {1, 2}) {
     for (bool at_issue : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "schedule " << schedule
                                         << ", copies at issue " << at_issue);
-      in.schedule = schedule;
-      in.copies_at_issue = at_issue;
+      in.schedule = products_in.schedule = schedule;
+      in.copies_at_issue = products_in.copies_at_issue = at_issue;
       const TcOutputs got = RunEmulatedTcKernels(in);
       const TcOutputs pending = RunEmulatedTcKernelsPending(in);
+      const TcOutputs products = RunEmulatedTcKernelsPending(products_in);
       ASSERT_EQ(got.error, "");
       ASSERT_EQ(pending.error, "");
-      const auto a = Flat(got), b = Flat(pending);
+      ASSERT_EQ(products.error, "");
+      const auto a = Flat(got), b = Flat(pending), c = Flat(products);
       for (size_t i = 0; i < a.size(); ++i) {
         EXPECT_TRUE(torch::equal(a[i], ref[i])) << kNames[i];
         EXPECT_TRUE(torch::equal(b[i], ref[i])) << "pending " << kNames[i];
+        EXPECT_TRUE(torch::equal(c[i], products_ref[i]))
+            << "products " << kNames[i];
       }
     }
   }

@@ -33,9 +33,9 @@ struct TcInputs {
   // last, 2 last to first (model/cuda/emulation.h, CopyTiming, Schedule).
   bool copies_at_issue = false;
   int schedule = 0;
-  // The forward computes the position products from qr and k_r instead of
-  // reading bd (Params::qr; only where ForwardComputesPositionProducts()).
-  bool forward_products = false;
+  // The kernels compute the position products from qr and k_r instead of
+  // reading bd (Params::qr; only where KernelsComputePositionProducts()).
+  bool kernel_products = false;
 };
 
 // The output and the gradients of qw, qr, k, v, k_r and seg (undefined

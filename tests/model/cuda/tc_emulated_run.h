@@ -95,7 +95,7 @@ TcOutputs RunKernels(const TcInputs& in) {
   p.qw_layout = LayoutOf(in.qw);
   p.k_layout = LayoutOf(in.k);
   p.v_layout = LayoutOf(in.v);
-  if (in.forward_products) {
+  if (in.kernel_products) {
     p.qr = in.qr.data_ptr();
     p.qr_layout = LayoutOf(in.qr);
     p.k_r = in.k_r.data_ptr();
@@ -133,7 +133,6 @@ TcOutputs RunKernels(const TcInputs& in) {
   error += Check(tc::Forward(p, nullptr), "Forward");
   if (!error.empty()) return r;
 
-  p.bd = bd.data_ptr();  // the backward reads bd
   p.dout = in.dout.data_ptr();
   p.dout_layout = LayoutOf(in.dout);
   auto dd = torch::empty({p.b, p.h, p.lq}, options.dtype(torch::kFloat));
@@ -142,7 +141,7 @@ TcOutputs RunKernels(const TcInputs& in) {
   r.dk = torch::empty_like(in.k);
   r.dv = torch::empty_like(in.v);
   // Filled with NaN: the kernels must write every element.
-  auto dbd = torch::full_like(bd, std::nanf(""));
+  auto dbd = torch::full_like(bd, std::nanf(""));  // bd's shape
   r.dqw.fill_(std::nanf(""));
   r.dk.fill_(std::nanf(""));
   r.dv.fill_(std::nanf(""));
