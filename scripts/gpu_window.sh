@@ -24,7 +24,9 @@
 # spread between two runs of one binary shows next to the difference.
 # XLNET_GPU_EXTRA_BIN, when set, holds a third set (e.g. the new code
 # built with -DXLNET_CUDA_PENDING=ON): phase B runs it after each new run,
-# named extra_*.
+# named extra_*. XLNET_GPU_PROFILE="name:--set ...": phase B then also
+# profiles 2 steps of those settings with the new binaries and the extra
+# ones (per-kernel times, printed).
 # XLNET_GPU_LIB: extra library folders (':'-separated) the binaries need
 # (e.g. Debian's absl, ICU, SentencePiece, yaml-cpp copied beside binaries
 # built elsewhere); LibTorch's own folder is taken from python3's torch.
@@ -235,13 +237,24 @@ phase_B() {
     ((${XLNET_GPU_ROUNDS:-2} >= 2)) || break
   done
   if [[ -n "${XLNET_GPU_PROFILE:-}" ]]; then
-    # XLNET_GPU_PROFILE="name:--set ...": the kernels of 2 more steps.
+    # XLNET_GPU_PROFILE="name:--set ...": the kernels of 2 more steps, of
+    # the new binaries and (when set) the extra ones, printed too: which
+    # kernels a change moved.
     name=${XLNET_GPU_PROFILE%%:*}
     read -ra args <<< "${XLNET_GPU_PROFILE#*:}"
-    bench_run "profile_$name" "$BIN" "${args[@]}" --profile_steps 2 \
-      --profile_top 40
-    sed -n '/kernel\|operator/,$p' "$OUT/B_profile_$name.log" | head -60 \
-      > "$OUT/B_profile_$name.txt"
+    local set_name set_bin
+    for set_name in new extra; do
+      set_bin=$BIN
+      if [[ $set_name == extra ]]; then
+        [[ -n "$EXTRA_BIN" ]] || continue
+        set_bin=$EXTRA_BIN
+      fi
+      bench_run "profile_${set_name}_$name" "$set_bin" "${args[@]}" \
+        --profile_steps 2 --profile_top 40
+      sed -n '/kernel\|operator/,$p' "$OUT/B_profile_${set_name}_$name.log" |
+        head -60 > "$OUT/B_profile_${set_name}_$name.txt"
+      cat "$OUT/B_profile_${set_name}_$name.txt"
+    done
   fi
 }
 
