@@ -209,6 +209,33 @@ TEST(TcAttentionKernelsTest, WithoutSegmentTerm) {
   ExpectMatchesCpuPath(s, 24);
 }
 
+// The base preset's geometry for one sample and head: 512 queries, 384
+// memory rows, R = 1,408 positions (8 query tiles, 14 key tiles), dropout.
+TEST(TcAttentionKernelsTest, BasePresetGeometry) {
+  Shape s;
+  s.b = 1;
+  s.h = 1;
+  s.l = s.lq = 512;
+  s.mlen = 384;
+  s.dropout = 0.1;
+  const Problem pr = MakeProblem(s, 26);
+  const auto ref = Reference(pr);
+  TcInputs in = KernelInputs(pr, torch::kBFloat16);
+  const TcOutputs got = RunEmulatedTcKernels(in);
+  ASSERT_EQ(got.error, "");
+  ExpectWithin(Flat(got), ref, 0.03, "bf16");
+  const TcOutputs pending = RunEmulatedTcKernelsPending(in);
+  ASSERT_EQ(pending.error, "");
+  const auto a = Flat(got), b = Flat(pending);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "pending " << kNames[i];
+  }
+  in.kernel_products = true;
+  const TcOutputs products = RunEmulatedTcKernelsPending(in);
+  ASSERT_EQ(products.error, "");
+  ExpectWithin(Flat(products), ref, 0.03, "bf16, kernel products");
+}
+
 // The same bits whatever the order of the warps (each running alone to its
 // next barrier, first to last and last to first) and whenever cp.async
 // lands (where issued or where waited for): a write into shared memory
