@@ -319,14 +319,13 @@ bool Fits(const torch::Tensor& words, int64_t rows, int64_t lq, int64_t klen) {
 }
 
 // Whether the kernels compute the position products themselves (from qr
-// in place, k_r contiguous) instead of reading cuBLAS's bd: the content
-// stream (query i at position i) in builds whose kernels do that.
+// and k_r in place) instead of reading cuBLAS's bd: the content stream
+// (query i at position i) in builds whose kernels do that.
 bool KernelProducts(const std::vector<torch::Tensor>& in, const CudaState& st) {
   const auto& qr = in[1];
   const auto& k_r = in[4];
   return tc::KernelsComputePositionProducts() && !st.pos.defined() &&
-         InPlace(qr) && k_r.is_contiguous() &&
-         reinterpret_cast<uintptr_t>(k_r.data_ptr()) % 16 == 0;
+         InPlace(qr) && InPlace(k_r);
 }
 
 // Without bd where KernelProducts.
@@ -339,6 +338,7 @@ TcCall MakeTcCall(const std::vector<torch::Tensor>& in, const CudaState& st,
     p.qr = in[1].data_ptr();
     p.qr_layout = LayoutOf(in[1]);
     p.k_r = in[4].data_ptr();
+    p.k_r_layout = LayoutOf(in[4]);
   } else {
     call.bd = PositionProducts(in[1], in[4]);
   }

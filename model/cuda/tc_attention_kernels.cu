@@ -653,7 +653,8 @@ __device__ __forceinline__ uint32_t Word(const uint4 v[2], int w) {
 // (blocked everywhere) are computed from row Lq - 1.
 //
 // Fragments straight from global memory (k_r of a group and head is
-// ~180 KB and stays in L2), two 16-byte loads a row: the dot product
+// ~180 KB and stays in L2; rows at any stride, as the head-split view of
+// the position projection gives them), two 16-byte loads a row: the dot product
 // over Dh does not depend on the order of its terms, so lane t takes Dh
 // elements 16t .. 16t + 15 of its rows for all four k-steps (k-step kk's
 // k-slices 2t, 2t + 1 and 2t + 8, 2t + 9 are elements 16t + 4kk + 0, 1
@@ -666,7 +667,7 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const Params& p, int64_t bh,
   const int64_t b = bh / p.h, h = bh % p.h;
   const T* qr = static_cast<const T*>(p.qr) + MatrixAt(p.qr_layout, bh, p.h);
   const T* kr = static_cast<const T*>(p.k_r) +
-                ((b / p.bd_group) * p.h + h) * p.rlen * kDh;
+                (b / p.bd_group) * p.k_r_layout.b + h * p.k_r_layout.h;
   uint4 q[2][2];  // rows g, g + 8 (past Lq: row Lq - 1)
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
@@ -686,7 +687,7 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const Params& p, int64_t bh,
     uint4 k[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
     if (static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
       const auto* src = reinterpret_cast<const uint4*>(
-          kr + static_cast<int64_t>(c) * kDh + 16 * t);
+          kr + static_cast<int64_t>(c) * p.k_r_layout.t + 16 * t);
       k[0] = src[0];
       k[1] = src[1];
     }
@@ -1557,7 +1558,7 @@ namespace {
 bool ProductsFromQr(const Params& p) {
   return KernelsComputePositionProducts() && p.qr != nullptr &&
          p.k_r != nullptr && p.pos == nullptr && Aligned(p.qr_layout, p.qr) &&
-         reinterpret_cast<uintptr_t>(p.k_r) % 16 == 0;
+         Aligned(p.k_r_layout, p.k_r);
 }
 
 }  // namespace

@@ -98,13 +98,14 @@ struct Params {
        *dseg = nullptr;
   Layout dqw_layout, dk_layout, dv_layout;
   // Without bd (null), where KernelsComputePositionProducts(): the
-  // kernels compute the products themselves from qr [B, H, Lq, Dh] (any
-  // Layout) and k_r [B / bd_group, H, R, Dh] (contiguous, 16-byte aligned);
+  // kernels compute the products themselves from qr [B, H, Lq, Dh] and k_r
+  // [B / bd_group, H, R, Dh] (any Layout: k_r's b stride is per group);
   // only without pos (query i at position i: the content stream). dbd is
   // written as ever. Last, so that the other fields keep their offsets.
   const void* qr = nullptr;
   Layout qr_layout;
   const void* k_r = nullptr;
+  Layout k_r_layout;
 };
 
 #if defined(__CUDACC__)

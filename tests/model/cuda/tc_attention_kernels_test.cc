@@ -94,7 +94,9 @@ TcInputs KernelInputs(const Problem& pr, torch::ScalarType dtype) {
   in.qr = low(pr.x[1]);
   in.k = low(pr.x[2]);
   in.v = low(pr.x[3]);
-  in.k_r = low(pr.x[4]);
+  // Heads last, as the position projection's head-split view gives it:
+  // [G, R, H, Dh] seen as [G, H, R, Dh].
+  in.k_r = low(pr.x[4]).transpose(1, 2).contiguous().transpose(1, 2);
   in.seg = low(pr.x[5]);
   in.mask = pr.bias.mask;
   in.seg_diff = pr.bias.seg_diff;

@@ -99,6 +99,7 @@ TcOutputs RunKernels(const TcInputs& in) {
     p.qr = in.qr.data_ptr();
     p.qr_layout = LayoutOf(in.qr);
     p.k_r = in.k_r.data_ptr();
+    p.k_r_layout = LayoutOf(in.k_r);
   } else {
     p.bd = bd.data_ptr();
   }
