@@ -2,8 +2,7 @@
 // fp32, the dtype every kernel here computes in. Device code only.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "model/cuda/device.h"
 
 namespace xlnet {
 

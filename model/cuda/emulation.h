@@ -1,8 +1,10 @@
 // A CPU emulation of the part of CUDA that the tensor-core attention kernels
-// (tc_attention_kernels.cu) use, so that their own source, compiled as C++
-// with XLNET_CUDA_EMULATION defined, runs on a machine without a GPU: the
-// tests check the kernels' maths (default and XLNET_CUDA_PENDING) against
-// the CPU path before a GPU sees them.
+// (tc_attention_kernels.cu) and the fused element-wise kernels
+// (fused_elementwise_kernels.cu) use, so that their own source, compiled
+// as C++ with XLNET_CUDA_EMULATION defined (device.h), runs on a machine
+// without a GPU: the tests check the kernels' maths (default and
+// XLNET_CUDA_PENDING) against the CPU implementations before a GPU sees
+// them.
 //
 // Why our own: no maintained library runs CUDA C++ with warp-level PTX
 // (mma.sync, ldmatrix, cp.async) on a CPU. GPU Ocelot is unmaintained and
@@ -14,16 +16,15 @@
 // (ucontext) in one OS thread, one block at a time, with threadIdx,
 // blockIdx, blockDim and gridDim; dynamic shared memory (filled with 0xff
 // bytes, NaN in fp16/bf16, at each block's start, so a read of what no
-// thread wrote shows); __syncthreads (threads that returned no longer
-// count, as on the GPU); __syncwarp; __shfl_sync and __shfl_xor_sync with a
-// full mask;
-// and through the Emulated* functions: mma.sync.m16n8k16 (fp16/bf16 in,
-// fp32 accumulation in k order), ldmatrix .x4 (with .trans), cp.async
-// (16, 8 and 4 bytes, with zero fill) and cp.async.wait_group 0,
-// ex2.approx (exp2f). Warp-wide operations check that all 32 lanes reach
-// the same operation: a lane that diverges, a lane that returned, or a
-// block whose threads wait on each other forever ends the launch with
-// cudaErrorLaunchFailure and a message (LastLaunchMessage).
+// thread wrote shows) and static `__shared__` arrays (one instance);
+// __syncthreads (threads that returned no longer count, as on the GPU);
+// __syncwarp; __shfl_sync and __shfl_xor_sync with a full mask; and through the
+// Emulated* functions: mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulation in k
+// order), ldmatrix .x4 (with .trans), cp.async (16, 8 and 4 bytes, with zero
+// fill) and cp.async.wait_group 0, ex2.approx (exp2f). Warp-wide operations
+// check that all 32 lanes reach the same operation: a lane that diverges, a
+// lane that returned, or a block whose threads wait on each other forever ends
+// the launch with cudaErrorLaunchFailure and a message (LastLaunchMessage).
 //
 // cp.async timing: copies are applied either where the issuing thread
 // waits for them (CopyTiming::kAtWait, the default: a read of the
@@ -40,6 +41,7 @@
 //
 // Not emulated: concurrency between blocks (they run one after another),
 // memory-model effects beyond the above, atomics, wait_group N > 0.
+// Streams: none; launches and cudaMemsetAsync are synchronous.
 #pragma once
 
 #include <algorithm>
@@ -56,6 +58,8 @@
 #include <c10/util/Half.h>
 
 // --------------------------------------------------------- keywords
+// Static shared memory: one instance, the blocks run one after another.
+#define __shared__ static
 #define __global__
 #define __device__
 #define __host__
@@ -101,6 +105,9 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) {
+  return {x, y, z, w};
+}
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
   return {x, y, z, w};
 }
@@ -276,6 +283,16 @@ std::common_type_t<A, B> max(A a, B b) {
 }
 
 cudaError_t cudaGetLastError();
+
+// Synchronous here: the emulated launches are.
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes,
+                                   cudaStream_t) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+// CUDA's device math beyond C's.
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 
 template <typename Kernel>
 cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttribute, int) {

@@ -20,13 +20,11 @@
 // (ColumnSumKernel: 32 columns x 16 contiguous slices of the partial rows
 // per block, the slices added in order): the same inputs give the same
 // bits on every run.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
+#include "model/cuda/device.h"
 #include "model/cuda/dtype_convert.cuh"
 #include "model/cuda/fused_elementwise_kernels.h"
 #include "model/philox.h"
@@ -268,8 +266,8 @@ cudaError_t ColumnSum(const float* partial, int64_t parts, int64_t cols,
                       int64_t stride, int64_t split, float* out_a, float* out_b,
                       cudaStream_t s) {
   const int64_t blocks = (cols + kSumCols - 1) / kSumCols;
-  ColumnSumKernel<<<blocks, dim3(kSumCols, kSumSlices), 0, s>>>(
-      partial, parts, cols, stride, split, out_a, out_b);
+  XLNET_LAUNCH(ColumnSumKernel, blocks, dim3(kSumCols, kSumSlices), 0, s,
+               partial, parts, cols, stride, split, out_a, out_b);
   return cudaGetLastError();
 }
 
@@ -290,8 +288,9 @@ cudaError_t LaunchBiasActForward(const BiasActParams& p, void* out,
   if (p.rows == 0 || p.cols == 0) return cudaSuccess;
   const ChunkGrid g = BiasActGrid(p.rows, p.cols);
   const bool vec = Vectorizable(p.cols, sizeof(T), {p.y, out});
-  BiasActForwardKernel<T><<<dim3(g.col_tiles, g.chunks), kThreads, 0, s>>>(
-      p, g.rows_per_chunk, vec, static_cast<T*>(out));
+  const auto kernel = BiasActForwardKernel<T>;
+  XLNET_LAUNCH(kernel, dim3(g.col_tiles, g.chunks), kThreads, 0, s, p,
+               g.rows_per_chunk, vec, static_cast<T*>(out));
   return cudaGetLastError();
 }
 
@@ -303,9 +302,10 @@ cudaError_t LaunchBiasActBackward(const BiasActParams& p, const void* grad_out,
   if (p.rows == 0) return cudaMemsetAsync(grad_bias, 0, p.cols * 4, s);
   const ChunkGrid g = BiasActGrid(p.rows, p.cols);
   const bool vec = Vectorizable(p.cols, sizeof(T), {p.y, grad_out, grad_y});
-  BiasActBackwardKernel<T><<<dim3(g.col_tiles, g.chunks), kThreads, 0, s>>>(
-      p, g.rows_per_chunk, vec, static_cast<const T*>(grad_out),
-      static_cast<T*>(grad_y), partial);
+  const auto kernel = BiasActBackwardKernel<T>;
+  XLNET_LAUNCH(kernel, dim3(g.col_tiles, g.chunks), kThreads, 0, s, p,
+               g.rows_per_chunk, vec, static_cast<const T*>(grad_out),
+               static_cast<T*>(grad_y), partial);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   return ColumnSum(partial, g.chunks, p.cols, p.cols, p.cols, grad_bias,
@@ -511,7 +511,8 @@ __global__ void __launch_bounds__(kThreads, LayerNormBackwardMinBlocks(kG))
                             TY* __restrict__ grad_y, TR* __restrict__ grad_res,
                             float* __restrict__ partial) {
   // [kWarps, 2, cols4 / 4]: each warp's gamma and beta sums.
-  extern __shared__ float4 warp_sum[];
+  XLNET_DYNAMIC_SHARED(warp_bytes);
+  auto* const warp_sum = reinterpret_cast<float4*>(warp_bytes);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = blockIdx.x * rows_per_block;
   const int64_t r1 = min(p.rows, r0 + rows_per_block);
@@ -616,8 +617,9 @@ cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
                      Vectorizable(p.cols, sizeof(TR), {p.residual, out}) &&
                      Vectorizable(p.cols, 4, {p.gamma, p.beta});
     const int64_t blocks = (p.rows + kWarps - 1) / kWarps;
-    LayerNormForwardKernel<TY, TR, kG, kCopy>
-        <<<blocks, kThreads, 0, s>>>(p, vec, static_cast<TR*>(out), mean, rstd);
+    const auto kernel = LayerNormForwardKernel<TY, TR, kG, kCopy>;
+    XLNET_LAUNCH(kernel, blocks, kThreads, 0, s, p, vec, static_cast<TR*>(out),
+                 mean, rstd);
     return cudaGetLastError();
   }
   const bool vec =
@@ -637,9 +639,10 @@ cudaError_t LaunchLayerNorm(const LayerNormParams& p, bool forward, void* out,
                              static_cast<int>(shared));
     if (e != cudaSuccess) return e;
   }
-  LayerNormBackwardKernel<TY, TR, kG, kCopy><<<blocks, kThreads, shared, s>>>(
-      p, rows_per_block, cols4, vec, static_cast<const TR*>(grad_out), mean,
-      rstd, static_cast<TY*>(grad_y), static_cast<TR*>(grad_res), partial);
+  const auto kernel = LayerNormBackwardKernel<TY, TR, kG, kCopy>;
+  XLNET_LAUNCH(kernel, blocks, kThreads, shared, s, p, rows_per_block, cols4,
+               vec, static_cast<const TR*>(grad_out), mean, rstd,
+               static_cast<TY*>(grad_y), static_cast<TR*>(grad_res), partial);
   e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   // Row k of `partial` is [gamma sums, beta sums]: one pass over its

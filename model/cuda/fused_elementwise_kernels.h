@@ -22,7 +22,11 @@
 // not vary from run to run (no atomics).
 #pragma once
 
+#ifdef XLNET_CUDA_EMULATION  // the kernels on the CPU (emulation.h)
+#include "model/cuda/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 

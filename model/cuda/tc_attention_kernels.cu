@@ -33,23 +33,11 @@
 // Compiled as C++ with XLNET_CUDA_EMULATION, the same source runs on the
 // CPU through model/cuda/emulation.h (the tests' check of the kernels on a
 // machine without a GPU): each PTX primitive below has its emulated twin.
-#ifdef XLNET_CUDA_EMULATION
-#include "model/cuda/emulation.h"
-#else
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-// In CUDA: the block's dynamic shared memory, and a kernel launch.
-#define XLNET_DYNAMIC_SHARED(name) \
-  extern __shared__ __align__(16) unsigned char name[]
-#define XLNET_LAUNCH(kernel, grid, block, bytes, stream, ...) \
-  (kernel)<<<(grid), (block), (bytes), (stream)>>>(__VA_ARGS__)
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
+#include "model/cuda/device.h"
 #include "model/cuda/pending.h"
 #include "model/cuda/tc_attention_kernels.h"
 #include "model/philox.h"

@@ -22,6 +22,7 @@
 namespace xlnet {
 namespace {
 
+using testing::ElementwiseKernelShapes;
 using testing::MaskCorrelation;
 using testing::MaxAbsDiff;
 
@@ -660,9 +661,7 @@ TEST(FusedElementwiseCudaTest, MatchesTheCpuImplementation) {
     const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
     const int64_t e = dtype == torch::kFloat ? 4 : 2;
     for (const double p : {0.0, 0.2}) {
-      for (const auto& [rows, cols, inner] :
-           std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-               {517, 768, 3072}, {37, 10, 18}, {45, 1026, 40}, {20, 2048, 8}}) {
+      for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
         SCOPED_TRACE(::testing::Message() << dtype << " p " << p << " rows "
                                           << rows << " cols " << cols);
         torch::manual_seed(rows + cols);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/safetensors.h"
@@ -47,6 +48,15 @@ inline double MaskCorrelation(const torch::Tensor& a, const torch::Tensor& b) {
   return (dx * dy).sum().item<double>() /
          std::sqrt((dx * dx).sum().item<double>() *
                    (dy * dy).sum().item<double>());
+}
+
+// The fused element-wise kernels' test shapes {rows, LayerNorm columns,
+// BiasAct columns}: vectorised (the base preset's 768 and 3072), scalar
+// (10; 1026, whose LayerNorm backward opts into more shared memory) and
+// the widest rows (2048).
+inline std::vector<std::tuple<int64_t, int64_t, int64_t>>
+ElementwiseKernelShapes() {
+  return {{517, 768, 3072}, {37, 10, 18}, {45, 1026, 40}, {20, 2048, 8}};
 }
 
 inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {

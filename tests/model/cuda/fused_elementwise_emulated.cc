@@ -1,0 +1,126 @@
+// The fused element-wise kernels compiled for the CPU
+// (fused_elementwise_emulated.h), in their own namespace
+// (fused_elementwise_emulated): a CUDA build links the real kernels into the
+// same test. LibTorch comes first: the emulation's keyword macros are for
+// the kernel source only.
+#include "tests/model/cuda/fused_elementwise_emulated.h"
+
+#include <torch/torch.h>
+
+#include "model/philox.h"
+
+#define XLNET_CUDA_EMULATION 1
+#define fused_elementwise fused_elementwise_emulated
+#include "model/cuda/fused_elementwise_kernels.cu"
+
+namespace xlnet::testing {
+namespace {
+
+namespace fe = ::xlnet::fused_elementwise;
+
+// The counter's third word of each op, as model/fused_elementwise.cc
+// draws them (kBiasActivationStream, kResidualLayerNormStream).
+constexpr uint32_t kBiasActStream = 0xFFFFFFFEu;
+constexpr uint32_t kLayerNormStream = 0xFFFFFFFDu;
+
+fe::DType KernelDType(torch::ScalarType t) {
+  return t == torch::kFloat  ? fe::DType::kFloat
+         : t == torch::kHalf ? fe::DType::kHalf
+                             : fe::DType::kBFloat16;
+}
+
+fe::Dropout KernelDropout(const ElementwiseDropout& d, uint32_t stream) {
+  fe::Dropout k;
+  k.on = d.p > 0;
+  k.threshold = AttentionKeepThreshold(d.p);
+  k.scale = static_cast<float>(1.0 / (1.0 - d.p));
+  k.seed = d.seed;
+  k.offset = d.offset;
+  k.stream = stream;
+  return k;
+}
+
+fe::Activation KernelActivation(FusedActivation a) {
+  return a == FusedActivation::kGelu       ? fe::Activation::kGelu
+         : a == FusedActivation::kGeluTanh ? fe::Activation::kGeluTanh
+                                           : fe::Activation::kRelu;
+}
+
+std::string Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return "";
+  return std::string(what) + ": error " + std::to_string(static_cast<int>(e)) +
+         " " + cuda_emulation::LastLaunchMessage();
+}
+
+}  // namespace
+
+ElementwiseOutputs EmulatedBiasAct(const torch::Tensor& y,
+                                   const torch::Tensor& bias,
+                                   FusedActivation act,
+                                   const ElementwiseDropout& dropout,
+                                   const torch::Tensor& grad_out) {
+  fe::BiasActParams p;
+  p.dtype = KernelDType(y.scalar_type());
+  p.act = KernelActivation(act);
+  p.rows = y.size(0);
+  p.cols = y.size(1);
+  p.y = y.data_ptr();
+  p.bias = bias.data_ptr<float>();
+  p.drop = KernelDropout(dropout, kBiasActStream);
+  ElementwiseOutputs r;
+  auto out = torch::full_like(y, std::nanf(""));
+  r.error += Check(fe::BiasActForward(p, out.data_ptr(), nullptr), "forward");
+  auto grad_y = torch::full_like(y, std::nanf(""));
+  auto grad_bias = torch::full({p.cols}, std::nanf(""));
+  auto partial = torch::full({fe::BiasActPartialRows(p.rows, p.cols), p.cols},
+                             std::nanf(""));
+  r.error +=
+      Check(fe::BiasActBackward(p, grad_out.data_ptr(), grad_y.data_ptr(),
+                                partial.data_ptr<float>(),
+                                grad_bias.data_ptr<float>(), nullptr),
+            "backward");
+  r.tensors = {out, grad_y, grad_bias};
+  return r;
+}
+
+ElementwiseOutputs EmulatedResidualLayerNorm(
+    const torch::Tensor& y, const torch::Tensor& residual,
+    const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
+    const ElementwiseDropout& dropout, const torch::Tensor& grad_out) {
+  fe::LayerNormParams p;
+  p.y_dtype = KernelDType(y.scalar_type());
+  p.res_dtype = KernelDType(residual.scalar_type());
+  p.rows = y.size(0);
+  p.cols = y.size(1);
+  p.y = y.data_ptr();
+  p.residual = residual.data_ptr();
+  p.gamma = gamma.data_ptr<float>();
+  p.beta = beta.data_ptr<float>();
+  p.eps = static_cast<float>(eps);
+  p.drop = KernelDropout(dropout, kLayerNormStream);
+  ElementwiseOutputs r;
+  auto out = torch::full_like(residual, std::nanf(""));
+  auto mean = torch::full({p.rows}, std::nanf(""));
+  auto rstd = torch::full({p.rows}, std::nanf(""));
+  r.error += Check(
+      fe::ResidualLayerNormForward(p, out.data_ptr(), mean.data_ptr<float>(),
+                                   rstd.data_ptr<float>(), nullptr),
+      "forward");
+  auto grad_y = torch::full_like(y, std::nanf(""));
+  auto grad_res = torch::full_like(residual, std::nanf(""));
+  auto grad_gamma = torch::full({p.cols}, std::nanf(""));
+  auto grad_beta = torch::full({p.cols}, std::nanf(""));
+  auto partial = torch::full(
+      {fe::ResidualLayerNormPartialRows(p.rows), 2 * p.cols}, std::nanf(""));
+  r.error +=
+      Check(fe::ResidualLayerNormBackward(
+                p, grad_out.data_ptr(), mean.data_ptr<float>(),
+                rstd.data_ptr<float>(), grad_y.data_ptr(), grad_res.data_ptr(),
+                partial.data_ptr<float>(), grad_gamma.data_ptr<float>(),
+                grad_beta.data_ptr<float>(), nullptr),
+            "backward");
+  r.tensors = {out, grad_y, grad_res, grad_gamma, grad_beta};
+  return r;
+}
+
+}  // namespace xlnet::testing

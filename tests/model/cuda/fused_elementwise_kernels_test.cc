@@ -1,0 +1,93 @@
+// The fused element-wise kernels' own source, run on the CPU through
+// model/cuda/emulation.h (fused_elementwise_emulated.h), against the ops'
+// CPU implementation (model/fused_elementwise.h) on the shapes and with
+// the bounds of the GPU test
+// FusedElementwiseCudaTest.MatchesTheCpuImplementation: a vectorised shape (the
+// base preset's 768 and 3072 columns), scalar ones (10 columns; 1026, whose
+// LayerNorm backward opts into more shared memory) and the widest rows (2048),
+// fp32 and bf16, with and without dropout (the same Philox decisions).
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+#include "model/fused_elementwise.h"
+#include "tests/model/cuda/fused_elementwise_emulated.h"
+#include "tests/model/test_util.h"
+
+namespace xlnet::testing {
+namespace {
+
+double RelDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = b.abs().max().to(torch::kDouble).item<double>();
+  return MaxAbsDiff(a.to(torch::kFloat), b.to(torch::kFloat)) /
+         std::max(scale, 1e-30);
+}
+
+// f(inputs) and the gradients of sum(f * grad_out) w.r.t. the inputs.
+template <typename F>
+std::vector<torch::Tensor> WithGrads(F f, const std::vector<torch::Tensor>& in,
+                                     const torch::Tensor& grad_out) {
+  std::vector<torch::Tensor> x;
+  for (const auto& t : in) x.push_back(t.clone().requires_grad_());
+  auto out = f(x);
+  auto grads = torch::autograd::grad({out}, x, {grad_out.to(out.dtype())});
+  std::vector<torch::Tensor> r = {out.detach()};
+  for (auto& g : grads) r.push_back(g);
+  return r;
+}
+
+TEST(FusedElementwiseKernelsTest, EmulatedKernelsMatchTheCpuImplementation) {
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    // As on the GPU: fp32 the same maths (erff, rsqrtf and the summation
+    // order differ); bf16 one rounding of the output apart.
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+    for (const double p : {0.0, 0.2}) {
+      for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
+        SCOPED_TRACE(::testing::Message() << dtype << " p " << p << " rows "
+                                          << rows << " cols " << cols);
+        torch::manual_seed(rows + cols);
+        ElementwiseDropout d;
+        d.p = p;
+        d.seed = 0x1234567890ull;
+        d.offset = 11;
+        const auto y1 = torch::randn({rows, inner}).to(dtype);
+        const auto b1 = torch::randn({inner});
+        const auto g1 = torch::randn({rows, inner}).to(dtype);
+        const auto act = FusedActivation::kGelu;
+        const auto cpu1 = WithGrads(
+            [&](const std::vector<torch::Tensor>& x) {
+              return BiasActivationDropout(x[0], x[1], act, d);
+            },
+            {y1, b1}, g1);
+        const ElementwiseOutputs emu1 = EmulatedBiasAct(y1, b1, act, d, g1);
+        ASSERT_EQ(emu1.error, "");
+        EXPECT_LE(RelDiff(emu1.tensors[0], cpu1[0]), tol) << "bias act out";
+        EXPECT_LE(RelDiff(emu1.tensors[1], cpu1[1]), tol) << "grad y";
+        EXPECT_LE(RelDiff(emu1.tensors[2], cpu1[2]), 1e-4) << "grad bias";
+
+        const std::vector<torch::Tensor> ln = {
+            torch::randn({rows, cols}).to(dtype), torch::randn({rows, cols}),
+            torch::randn({cols}), torch::randn({cols})};
+        const auto g2 = torch::randn({rows, cols});
+        const auto cpu2 = WithGrads(
+            [&](const std::vector<torch::Tensor>& x) {
+              return DropoutResidualLayerNorm(x[0], x[1], x[2], x[3], 1e-12, d);
+            },
+            ln, g2);
+        const ElementwiseOutputs emu2 =
+            EmulatedResidualLayerNorm(ln[0], ln[1], ln[2], ln[3], 1e-12, d, g2);
+        ASSERT_EQ(emu2.error, "");
+        EXPECT_LE(RelDiff(emu2.tensors[0], cpu2[0]), 1e-5) << "ln out";
+        EXPECT_LE(RelDiff(emu2.tensors[1], cpu2[1]), tol) << "grad y";
+        const char* names[] = {"grad residual", "grad gamma", "grad beta"};
+        for (int i = 2; i < 5; ++i) {
+          EXPECT_LE(RelDiff(emu2.tensors[i], cpu2[i]), 1e-4) << names[i - 2];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xlnet::testing
