@@ -202,20 +202,9 @@ void EmulatedCopyWaitAll();
 // memory), as __cvta_generic_to_shared gives it.
 size_t SharedAddressOf(const void* p);
 
+// Lane src_lane's v (__shfl_sync; __shfl_xor_sync with this lane ^ mask).
 template <typename T>
-T ShuffleXor(T v, int lane_mask) {
-  static_assert(sizeof(T) == 4, "32-bit shuffles");
-  uint32_t mine, all[32];
-  std::memcpy(&mine, &v, 4);
-  WarpExchange("shfl", &mine, 1, all);
-  const unsigned lane = ThreadIndex().x % 32;
-  T out;
-  std::memcpy(&out, &all[(lane ^ static_cast<unsigned>(lane_mask)) % 32], 4);
-  return out;
-}
-
-template <typename T>
-T ShuffleFrom(T v, int src_lane) {
+T Shuffle(T v, int src_lane) {
   static_assert(sizeof(T) == 4, "32-bit shuffles");
   uint32_t mine, all[32];
   std::memcpy(&mine, &v, 4);
@@ -227,20 +216,6 @@ T ShuffleFrom(T v, int src_lane) {
 
 // A mask other than all 32 lanes ends the launch (the kernels use none).
 void RequireFullMask(unsigned mask);
-
-// CUDA's integer min/max overloads: the common type of the two.
-template <typename A, typename B>
-std::common_type_t<A, B> Min(A a, B b) {
-  using C = std::common_type_t<A, B>;
-  return static_cast<C>(a) < static_cast<C>(b) ? static_cast<C>(a)
-                                               : static_cast<C>(b);
-}
-template <typename A, typename B>
-std::common_type_t<A, B> Max(A a, B b) {
-  using C = std::common_type_t<A, B>;
-  return static_cast<C>(a) < static_cast<C>(b) ? static_cast<C>(b)
-                                               : static_cast<C>(a);
-}
 
 }  // namespace cuda_emulation
 
@@ -260,26 +235,32 @@ inline void __syncwarp() {
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   ::cuda_emulation::RequireFullMask(mask);
-  return ::cuda_emulation::ShuffleXor(v, lane_mask);
+  const auto lane = static_cast<int>(::cuda_emulation::ThreadIndex().x % 32);
+  return ::cuda_emulation::Shuffle(v, lane ^ lane_mask);
 }
 
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src_lane) {
   ::cuda_emulation::RequireFullMask(mask);
-  return ::cuda_emulation::ShuffleFrom(v, src_lane);
+  return ::cuda_emulation::Shuffle(v, src_lane);
 }
 
 inline size_t __cvta_generic_to_shared(const void* p) {
   return ::cuda_emulation::SharedAddressOf(p);
 }
 
+// CUDA's integer min/max overloads: the common type of the two.
 template <typename A, typename B>
 std::common_type_t<A, B> min(A a, B b) {
-  return ::cuda_emulation::Min(a, b);
+  using C = std::common_type_t<A, B>;
+  return static_cast<C>(b) < static_cast<C>(a) ? static_cast<C>(b)
+                                               : static_cast<C>(a);
 }
 template <typename A, typename B>
 std::common_type_t<A, B> max(A a, B b) {
-  return ::cuda_emulation::Max(a, b);
+  using C = std::common_type_t<A, B>;
+  return static_cast<C>(a) < static_cast<C>(b) ? static_cast<C>(b)
+                                               : static_cast<C>(a);
 }
 
 cudaError_t cudaGetLastError();

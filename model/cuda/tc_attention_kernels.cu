@@ -123,23 +123,16 @@ __device__ __forceinline__ void CopyAsync16(void* dst, const void* src,
 #endif
 }
 
-// 8 bytes global -> shared (sm_80+), through L1.
-__device__ __forceinline__ void CopyAsync8(void* dst, const void* src) {
+// kBytes (4 or 8) global -> shared (sm_80+), through L1.
+template <int kBytes>
+__device__ __forceinline__ void CopyAsync(void* dst, const void* src) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp.async.ca of 4 or 8 bytes");
 #ifdef XLNET_CUDA_EMULATION
-  cuda_emulation::EmulatedCopyAsync(dst, src, 8, 8);
+  cuda_emulation::EmulatedCopyAsync(dst, src, kBytes, kBytes);
 #else
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
-#endif
-}
-
-// 4 bytes global -> shared (sm_80+), through L1.
-__device__ __forceinline__ void CopyAsync4(void* dst, const void* src) {
-#ifdef XLNET_CUDA_EMULATION
-  cuda_emulation::EmulatedCopyAsync(dst, src, 4, 4);
-#else
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src),
+               "n"(kBytes));
 #endif
 }
 
@@ -396,9 +389,9 @@ struct KeyTiles {
     }
     uint32_t* w = words + (x * kBlockRows + threadIdx.x / 2) * kWordsLd;
     if (word_src != nullptr) {
-      CopyAsync8(w + 2 * (threadIdx.x % 2), word_src + j0 / 32);
+      CopyAsync<8>(w + 2 * (threadIdx.x % 2), word_src + j0 / 32);
     }
-    if (keep_src != nullptr) CopyAsync8(w + 4, keep_src + j0 / 32);
+    if (keep_src != nullptr) CopyAsync<8>(w + 4, keep_src + j0 / 32);
   }
 };
 
@@ -967,20 +960,20 @@ __device__ void StageRows(RowRaw* raw_s, const Params& p, int64_t bh,
   const int64_t b = bh / p.h, kw = BitWords(p.klen);
   const int64_t rr = min(i0 + r, p.lq - 1);
   RowRaw& x = raw_s[r];
-  if (p.pos != nullptr) CopyAsync8(&x.pos, p.pos + b * p.lq + rr);
-  CopyAsync4(&x.lse, p.lse_in + bh * p.lq + rr);
-  CopyAsync4(&x.dd, p.dd + bh * p.lq + rr);
+  if (p.pos != nullptr) CopyAsync<8>(&x.pos, p.pos + b * p.lq + rr);
+  CopyAsync<4>(&x.lse, p.lse_in + bh * p.lq + rr);
+  CopyAsync<4>(&x.dd, p.dd + bh * p.lq + rr);
   if (p.seg != nullptr) {
-    CopyAsync4(&x.seg, static_cast<const T*>(p.seg) + (bh * p.lq + rr) * 2);
+    CopyAsync<4>(&x.seg, static_cast<const T*>(p.seg) + (bh * p.lq + rr) * 2);
   }
-  CopyAsync8(
+  CopyAsync<8>(
       &x.blocked,
       p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
   if (p.other != nullptr) {
-    CopyAsync8(&x.other, p.other + (b * p.lq + rr) * kw + j0 / 32);
+    CopyAsync<8>(&x.other, p.other + (b * p.lq + rr) * kw + j0 / 32);
   }
   if (threshold != 0) {
-    CopyAsync8(&x.keep, p.keep + (bh * p.lq + rr) * kw + j0 / 32);
+    CopyAsync<8>(&x.keep, p.keep + (bh * p.lq + rr) * kw + j0 / 32);
   }
 }
 

@@ -77,7 +77,9 @@ TcOutputs RunKernels(const TcInputs& in) {
   cuda_emulation::SetSchedule(schedules[in.schedule % 3]);
   TcOutputs r;
   std::string& error = r.error;
-  const auto bd = PositionProducts(in.qr, in.k_r);
+  // cuBLAS's bd, unless the kernels compute the products themselves.
+  const auto bd =
+      in.kernel_products ? torch::Tensor() : PositionProducts(in.qr, in.k_r);
   tc::Params p;
   p.dtype = in.qw.scalar_type() == torch::kHalf ? tc::DType::kHalf
                                                 : tc::DType::kBFloat16;
@@ -142,7 +144,9 @@ TcOutputs RunKernels(const TcInputs& in) {
   r.dk = torch::empty_like(in.k);
   r.dv = torch::empty_like(in.v);
   // Filled with NaN: the kernels must write every element.
-  auto dbd = torch::full_like(bd, std::nanf(""));  // bd's shape
+  // [G, H, n Lq, R], as bd is stored.
+  auto dbd = torch::full({in.k_r.size(0), p.h, p.bd_group * p.lq, p.rlen},
+                         std::nanf(""), options);
   r.dqw.fill_(std::nanf(""));
   r.dk.fill_(std::nanf(""));
   r.dv.fill_(std::nanf(""));
