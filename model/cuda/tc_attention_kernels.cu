@@ -110,6 +110,19 @@ __device__ __forceinline__ uint32_t Load32(const void* p) {
   return *static_cast<const uint32_t*>(p);
 }
 
+// 32 bits of global memory that no thread writes while the kernel runs,
+// through the read-only path; one load instruction each (asm: the compiler
+// does not merge neighbouring ones into a vector load).
+__device__ __forceinline__ uint32_t LoadGlobal32(const void* p) {
+#ifdef XLNET_CUDA_EMULATION
+  return Load32(p);
+#else
+  uint32_t v;
+  asm("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+#endif
+}
+
 // 16 bytes global -> shared without passing through registers (sm_80+):
 // the first `bytes` (0 to 16) are read, the rest zero-filled.
 __device__ __forceinline__ void CopyAsync16(void* dst, const void* src,
@@ -235,8 +248,12 @@ __device__ __forceinline__ float Exp2(float x) {
 // block needs, for key tile j0, the 64 values of bd from element
 // start(r) + j0 on (start(r) = its row's offset + qlen - pos). The copy
 // takes the 16-byte-aligned window of 72 values around them (9 pieces), and
-// the row reads it at offset start(r) % 8.
-constexpr int kBdLd = kBlockKeys + 8;
+// the row reads it at offset start(r) % 8. A tile's rows are kBdLd apart:
+// the window's 72 values, or with kPendingKernels 88, room for FusedBd's
+// 80 products a row (and 44 words apart, so that the 8 rows of a warp's
+// 32-bit stores fall into different banks).
+constexpr int kBdWindow = kBlockKeys + 8;
+constexpr int kBdLd = kPendingKernels ? 88 : kBdWindow;
 
 // A row's 32-bit words of a key tile in shared memory: blocked (2),
 // other segment (2), the forward's keep bits (2).
@@ -259,7 +276,7 @@ template <typename T>
 __device__ __forceinline__ void LoadBdAsync(T* dst, const T* bd,
                                             const int64_t* win, int64_t j0,
                                             int64_t numel) {
-  constexpr int kPieces = kBdLd / 8;
+  constexpr int kPieces = kBdWindow / 8;
   static_assert(kThreads == 2 * kBlockRows && kPieces == 9,
                 "a row's 9 pieces between two threads");
   const int r = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -554,15 +571,18 @@ __device__ __forceinline__ bool Bit(const uint32_t words[2], int jj) {
 // + segment term, or -inf when blocked. Relative positions past R are the
 // SIMT kernel's zero rows. Selects, no branch: every lane runs the same
 // instructions.
-template <typename T>
+template <typename T, bool kProducts = false>
 __device__ __forceinline__ float ScoreLog2(const Rows& rows, const Words& w,
                                            int u, int jj, int j0,
                                            const T* bd_tile, int rlen,
                                            float scale2, float product) {
   const int c = j0 + jj + rows.shift[u];
-  const float pos_term = static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
-                             ? ToF(bd_tile[rows.bd_at[u] + jj])
-                             : 0.f;
+  // kProducts: the tile holds FusedBd's products, zero outside [0, R)
+  // already (their k_r rows are zeros), so no test.
+  const float pos_term =
+      kProducts || static_cast<unsigned>(c) < static_cast<unsigned>(rlen)
+          ? ToF(bd_tile[rows.bd_at[u] + jj])
+          : 0.f;
   const float x = fmaf(product + pos_term, scale2,
                        Bit(w.other[u], jj) ? rows.diff[u] : rows.same[u]);
   return Bit(w.blocked[u], jj) ? -INFINITY : x;
@@ -622,77 +642,116 @@ __device__ __forceinline__ uint32_t Word(const uint4 v[2], int w) {
   return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w;
 }
 
+// FusedBd's operands, found once a block rather than once a tile (bh's
+// matrices take two 64-bit divisions): bh's qr and its group's k_r, each
+// at this lane's 16-element piece of a row (elements 16 t ..).
+template <typename T>
+struct BdOperands {
+  const T* qr = nullptr;
+  const T* kr = nullptr;
+};
+
+template <typename T>
+__device__ __forceinline__ BdOperands<T> MakeBdOperands(const Params& p,
+                                                        int64_t bh, int lane) {
+  const int64_t b = bh / p.h, h = bh % p.h;
+  const int t = lane % 4;
+  BdOperands<T> ops;
+  ops.qr =
+      static_cast<const T*>(p.qr) + MatrixAt(p.qr_layout, bh, p.h) + 16 * t;
+  ops.kr = static_cast<const T*>(p.k_r) + (b / p.bd_group) * p.k_r_layout.b +
+           h * p.k_r_layout.h + 16 * t;
+  return ops;
+}
+
 // The position products of key tile j0 for the warp's 16 rows of query
 // tile i0, computed here instead of read from bd (a content stream: query
 // i at position i): P = qr . k_r^T over the 80 relative positions the
 // rows need, base + 0 .. 79 with base = j0 + qlen - (first row) - 15, so
-// that row r's key jj is P's column jj + 15 - r; written, rounded to T as
-// cuBLAS's bd is, into the bd tile at [row][jj] (offset 0), then
-// __syncwarp (the forward and the query-tile backward read only their
-// own rows; the key-tile backward has a block barrier before it reads).
-// Positions outside [0, R) give 0, as bd's zero rows do; rows past Lq
-// (blocked everywhere) are computed from row Lq - 1.
+// that row r's key jj is P's column jj + 15 - r. P is written whole,
+// rounded to T as cuBLAS's bd is, into the warp's 16 rows of the bd tile
+// (a column pair a 32-bit store, no per-element bounds), and read skewed:
+// row r of the warp at offset 15 - r (FusedBdOffset). Then __syncwarp
+// (the forward and the query-tile backward read only their own rows; the
+// key-tile backward has a block barrier before it reads). Positions
+// outside [0, R) give 0, as bd's zero rows do; rows past Lq (blocked
+// everywhere) are computed from row Lq - 1.
 //
 // Fragments straight from global memory (k_r of a group and head is
 // ~180 KB and stays in L2; rows at any stride, as the head-split view of
-// the position projection gives them), two 16-byte loads a row: the dot product
-// over Dh does not depend on the order of its terms, so lane t takes Dh
-// elements 16t .. 16t + 15 of its rows for all four k-steps (k-step kk's
-// k-slices 2t, 2t + 1 and 2t + 8, 2t + 9 are elements 16t + 4kk + 0, 1
-// and 2, 3), in A (qr) and B (k_r) alike.
+// the position projection gives them), two 16-byte loads a row: the dot
+// product over Dh does not depend on the order of its terms, so lane t
+// takes Dh elements 16t .. 16t + 15 of its rows for all four k-steps
+// (k-step kk's k-slices 2t, 2t + 1 and 2t + 8, 2t + 9 are elements
+// 16t + 4kk + 0, 1 and 2, 3), in A (qr) and B (k_r) alike.
 template <typename T, int kDh>
-__device__ __forceinline__ void FusedBd(T* bd_tile, const Params& p, int64_t bh,
-                                        int i0, int j0, int warp, int lane) {
+__device__ __forceinline__ void FusedBd(T* bd_tile, const BdOperands<T>& ops,
+                                        const Params& p, int i0, int j0,
+                                        int warp, int lane) {
   static_assert(kDh == 64, "four lanes x 16 elements a row");
+  // (Without kPendingKernels it is never called.)
+  static_assert(!kPendingKernels || (kBdLd >= 80 && kBdLd % 2 == 0),
+                "80 columns a row, 32-bit aligned pairs");
   const int g = lane / 4, t = lane % 4;
-  const int64_t b = bh / p.h, h = bh % p.h;
-  const T* qr = static_cast<const T*>(p.qr) + MatrixAt(p.qr_layout, bh, p.h);
-  const T* kr = static_cast<const T*>(p.k_r) +
-                (b / p.bd_group) * p.k_r_layout.b + h * p.k_r_layout.h;
-  uint4 q[2][2];  // rows g, g + 8 (past Lq: row Lq - 1)
+  const int first = i0 + warp * 16;  // the warp's first row
+  const int last = static_cast<int>(p.lq) - 1;
+  const int64_t ldq = p.qr_layout.t;
+  const T* q0 = ops.qr + min(first + g, last) * ldq;  // rows g, g + 8
+  const T* q1 = ops.qr + min(first + g + 8, last) * ldq;
+  // The A fragments of the four k-steps, a 32-bit load each straight into
+  // the registers the products read (from 16-byte loads the compiler
+  // copied them into place again for every product).
+  uint32_t a[kDh / 16][4];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int r = min(i0 + warp * 16 + g + 8 * u, static_cast<int>(p.lq) - 1);
-    const auto* src =
-        reinterpret_cast<const uint4*>(qr + r * p.qr_layout.t + 16 * t);
-    q[u][0] = src[0];
-    q[u][1] = src[1];
+  for (int kk = 0; kk < kDh / 16; ++kk) {
+    a[kk][0] = LoadGlobal32(q0 + 4 * kk);
+    a[kk][1] = LoadGlobal32(q1 + 4 * kk);
+    a[kk][2] = LoadGlobal32(q0 + 4 * kk + 2);
+    a[kk][3] = LoadGlobal32(q1 + 4 * kk + 2);
   }
-  const int base = j0 + static_cast<int>(p.qlen) - (i0 + warp * 16) - 15;
   const int rlen = static_cast<int>(p.rlen);
+  const int64_t ldk = p.k_r_layout.t;
+  // The k_r row of this lane's B column in n-block 0, c0, then 8 rows on
+  // a block (a row outside [0, R) is not read: zeros).
+  const int c0 = j0 + static_cast<int>(p.qlen) - first - 15 + g;
+  const T* kr = ops.kr + c0 * ldk;
+  T* const d = bd_tile + (warp * 16 + g) * kBdLd + 2 * t;  // row g; g + 8 below
   // Two n-blocks at a time: fully unrolled, the k_r loads run ahead of
   // the products and the forward spills.
 #pragma unroll 2
-  for (int n = 0; n < 10; ++n) {
-    const int c = base + n * 8 + g;  // k_r row of this lane's B column
+  for (int n = 0; n < 10; ++n, kr += 8 * ldk) {
+    const int c = c0 + 8 * n;
     uint4 k[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
     if (static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
-      const auto* src = reinterpret_cast<const uint4*>(
-          kr + static_cast<int64_t>(c) * p.k_r_layout.t + 16 * t);
+      const auto* src = reinterpret_cast<const uint4*>(kr);
       k[0] = src[0];
       k[1] = src[1];
     }
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint32_t a[4] = {Word(q[0], 2 * kk), Word(q[1], 2 * kk),
-                             Word(q[0], 2 * kk + 1), Word(q[1], 2 * kk + 1)};
-      Mma<T>(acc, a, Word(k, 2 * kk), Word(k, 2 * kk + 1));
+    for (int kk = 0; kk < kDh / 16; ++kk) {
+      Mma<T>(acc, a[kk], Word(k, 2 * kk), Word(k, 2 * kk + 1));
     }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = g + 8 * (e / 2);                    // the warp's row
-      const int jj = n * 8 + 2 * t + (e & 1) - 15 + r;  // its key
-      if (static_cast<unsigned>(jj) < static_cast<unsigned>(kBlockKeys)) {
-        bd_tile[(warp * 16 + r) * kBdLd + jj] = FromF<T>(acc[e]);
-      }
-    }
+    *reinterpret_cast<uint32_t*>(d + 8 * n) = Pack<T>(acc[0], acc[1]);
+    *reinterpret_cast<uint32_t*>(d + 8 * kBdLd + 8 * n) =
+        Pack<T>(acc[2], acc[3]);
   }
   __syncwarp();
 }
 
-template <typename T, int kDh>
-__global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
+// Where row r of a block (0-63) reads key 0 of FusedBd's products in a bd
+// tile: P's column 15 - (r % 16) of the row.
+__device__ __forceinline__ int FusedBdOffset(int r) {
+  return r * kBdLd + 15 - r % 16;
+}
+
+// ForwardKernel's body; kFused: the kernel computes the position
+// products itself (FusedBd; p.bd is null), a separate kernel
+// (ForwardProductsKernel), so that neither variant carries the other's code
+// and the products' tile needs no range test a score.
+template <typename T, int kDh, bool kFused>
+__device__ __forceinline__ void ForwardBody(const Params p) {
+  static_assert(kPendingKernels || !kFused, "FusedBd is a pending change");
   static_assert(kDh % 16 == 0, "head size: whole k-steps of 16");
   constexpr int kLd = kDh + kPad;
   constexpr int kKeyBlocks = kBlockKeys / 8;  // n-blocks of the scores
@@ -725,10 +784,14 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
   // skips the products and the softmax; it still copies and waits.
   const bool idle = kPendingKernels && i0 + warp * 16 >= p.lq;
   // The position products computed here (FusedBd) rather than read.
-  const bool fused = kPendingKernels && p.bd == nullptr;
+  constexpr bool fused = kFused;
+  BdOperands<T> bd_ops;
   if (fused) {
+    bd_ops = MakeBdOperands<T>(p, bh, lane);
 #pragma unroll
-    for (int u = 0; u < 2; ++u) rows.bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd;
+    for (int u = 0; u < 2; ++u) {
+      rows.bd_at[u] = FusedBdOffset(warp * 16 + g + 8 * u);
+    }
   }
   float m[2] = {-INFINITY, -INFINITY};  // in log2 units, as the scores
   float l[2] = {0.f, 0.f};
@@ -755,7 +818,7 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
     }
     if (!idle) {
       if (fused) {
-        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, p, bh,
+        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, bd_ops, p,
                         static_cast<int>(i0), j0, warp, lane);
       }
       // This tile's mask words (shared memory), then s = qw . k^T for the
@@ -772,8 +835,8 @@ __global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int u = e / 2;
-          s[n][e] = ScoreLog2<T>(rows, w, u, n * 8 + 2 * t + (e & 1), j0,
-                                 bd_tile, rlen, scale2, s[n][e]);
+          s[n][e] = ScoreLog2<T, fused>(rows, w, u, n * 8 + 2 * t + (e & 1), j0,
+                                        bd_tile, rlen, scale2, s[n][e]);
           tile_max[u] = fmaxf(tile_max[u], s[n][e]);
         }
       }
@@ -906,8 +969,9 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
   RowTerms x;
   int64_t offset;
   win_s[r] = WindowStart(p, bh, row, &offset);
-  if (kPendingKernels && p.bd == nullptr) offset = 0;  // FusedBd's rows
-  x.at = r * kBdLd + static_cast<int>(offset);
+  x.at = kPendingKernels && p.bd == nullptr
+             ? FusedBdOffset(r)
+             : r * kBdLd + static_cast<int>(offset);
   x.lse = p.lse_in[bh * p.lq + rr];
   x.dd = live ? p.dd[bh * p.lq + rr] : 0.f;
   SegTerms<T>(p, bh, rr, &x.same, &x.other);
@@ -994,8 +1058,8 @@ __device__ void ConvertRows(RowTerms* rows_s, int64_t* win_s,
   const int64_t offset = ((start % 8) + 8) % 8;
   win_s[r] = start - offset;
   RowTerms x;
-  // FusedBd's rows start at offset 0.
-  x.at = r * kBdLd + (p.bd == nullptr ? 0 : static_cast<int>(offset));
+  x.at =
+      p.bd == nullptr ? FusedBdOffset(r) : r * kBdLd + static_cast<int>(offset);
   x.lse = raw.lse;
   x.dd = live ? raw.dd : 0.f;
   x.same = x.other = 0.f;
@@ -1018,7 +1082,7 @@ __device__ void ConvertRows(RowTerms* rows_s, int64_t* win_s,
 // One query tile's share of DkDvKernel for the warp's 16 keys: its first
 // kRows rows, all 64 or 32 where the rest lie past Lq (every key is blocked
 // for those, SetUpRows, so their P and dS are zero and add nothing).
-template <typename T, int kDh, int kRows>
+template <typename T, int kDh, int kRows, bool kProducts>
 __device__ __forceinline__ void DkDvTile(const DkDvBuffer<T, kDh>& buf,
                                          const uint32_t ka[kDh / 16][4],
                                          const uint32_t va[kDh / 16][4],
@@ -1042,7 +1106,13 @@ __device__ __forceinline__ void DkDvTile(const DkDvBuffer<T, kDh>& buf,
       const uint4 bits = row.bits[word];
       const int jj = warp * 16 + g + 8 * (e / 2);
       const uint32_t mask = 1u << (jj % 32);
-      const float pos_term = bits.w & mask ? ToF(buf.bd[row.at + jj]) : 0.f;
+      // kProducts: FusedBd's, zero outside [0, R) already (ScoreLog2).
+      float pos_term;
+      if constexpr (kProducts) {
+        pos_term = ToF(buf.bd[row.at + jj]);
+      } else {
+        pos_term = bits.w & mask ? ToF(buf.bd[row.at + jj]) : 0.f;
+      }
       const float score =
           fmaf(st[n][e] + pos_term, scale2, bits.z & mask ? terms.w : terms.z);
       const float pr = bits.y & mask ? 0.f : Exp2(score - terms.x);
@@ -1061,8 +1131,10 @@ __device__ __forceinline__ void DkDvTile(const DkDvBuffer<T, kDh>& buf,
 // tile, the probabilities from the forward's lse, then dv += P^T dout and
 // dk += dS^T qw, in registers until the end (no atomics). The next query
 // tile's copies run while this one is used.
-template <typename T, int kDh>
-__global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
+// DkDvKernel's body; kFused as in ForwardBody.
+template <typename T, int kDh, bool kFused>
+__device__ __forceinline__ void DkDvBody(const Params& p) {
+  static_assert(kPendingKernels || !kFused, "FusedBd is a pending change");
   constexpr int kKSteps = kDh / 16;
   constexpr int kOutBlocks = kDh / 8;
   static_assert(kBlockRows == 64 && kBlockKeys == 64, "one tile shape");
@@ -1085,7 +1157,7 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
   const T* bd = static_cast<const T*>(p.bd);
   const int64_t bd_numel = p.b * p.h * p.lq * p.rlen;
   // The position products computed here (FusedBd) rather than read.
-  const bool fused = kPendingKernels && bd == nullptr;
+  constexpr bool fused = kFused;
   const int lq = static_cast<int>(p.lq), klen = static_cast<int>(p.klen);
   const Dropout drop = MakeDropout(p);
   const float scale2 = p.scale * kLog2e;
@@ -1128,8 +1200,10 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
       // this tile's products, each warp its 16 rows, published by the
       // barrier below.
       if (fused) {
-        FusedBd<T, kDh>(bufs[x].bd, p, bh, static_cast<int>(i0), j0, warp,
-                        lane);
+        // The operands found again each tile: kept from the start, their
+        // registers make this kernel spill.
+        FusedBd<T, kDh>(bufs[x].bd, MakeBdOperands<T>(p, bh, lane), p,
+                        static_cast<int>(i0), j0, warp, lane);
       }
       CopyAsyncWaitAll();  // with the next tile's rows, staged
       if (more) {
@@ -1158,9 +1232,10 @@ __global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
     // The tile's first 64 rows, or 32 where the rest lie past Lq (the
     // query stream's last tile; DkDvTile).
     if (kPendingKernels && i0 + 32 >= p.lq) {
-      DkDvTile<T, kDh, 32>(bufs[x], ka, va, drop, scale2, lane, dk, dv);
+      DkDvTile<T, kDh, 32, fused>(bufs[x], ka, va, drop, scale2, lane, dk, dv);
     } else {
-      DkDvTile<T, kDh, kBlockRows>(bufs[x], ka, va, drop, scale2, lane, dk, dv);
+      DkDvTile<T, kDh, kBlockRows, fused>(bufs[x], ka, va, drop, scale2, lane,
+                                          dk, dv);
     }
     __syncthreads();  // buffer x is free for the tile after next
   }
@@ -1204,8 +1279,10 @@ __device__ __forceinline__ void ZeroRange(T* d, int64_t n, int lane) {
   if (tail + lane < n) d[tail + lane] = FromF<T>(0.f);
 }
 
-template <typename T, int kDh>
-__global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
+// DqKernel's body; kFused as in ForwardBody.
+template <typename T, int kDh, bool kFused>
+__device__ __forceinline__ void DqBody(const Params p) {
+  static_assert(kPendingKernels || !kFused, "FusedBd is a pending change");
   constexpr int kKeyBlocks = kBlockKeys / 8;
   constexpr int kOutBlocks = kDh / 8;
   XLNET_DYNAMIC_SHARED(smem);
@@ -1244,10 +1321,14 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   // As in the forward: a warp with no row before Lq only copies and waits.
   const bool idle = kPendingKernels && i0 + warp * 16 >= p.lq;
   // As in the forward: the position products computed here (FusedBd).
-  const bool fused = kPendingKernels && p.bd == nullptr;
+  constexpr bool fused = kFused;
+  BdOperands<T> bd_ops;
   if (fused) {
+    bd_ops = MakeBdOperands<T>(p, bh, lane);
 #pragma unroll
-    for (int u = 0; u < 2; ++u) rows.bd_at[u] = (warp * 16 + g + 8 * u) * kBdLd;
+    for (int u = 0; u < 2; ++u) {
+      rows.bd_at[u] = FusedBdOffset(warp * 16 + g + 8 * u);
+    }
   }
   T* const dbd = static_cast<T*>(p.dbd) + BdAt(p, bh);  // [Lq, R]
   float lse[2], dd[2], seg_sum[2][2];
@@ -1293,7 +1374,7 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
     }
     if (!idle) {
       if (fused) {
-        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, p, bh,
+        FusedBd<T, kDh>(tiles.bd + buf * kBlockRows * kBdLd, bd_ops, p,
                         static_cast<int>(i0), j0, warp, lane);
       }
       const Words w = LoadWords(p, rows, tiles.Words(buf), warp, g, keep);
@@ -1308,8 +1389,8 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
           const int u = e / 2;
           const int jj = n * 8 + 2 * t + (e & 1);
           // Blocked: a score of -inf, so pr = 0 and ds = 0 (no branch).
-          const float x =
-              ScoreLog2<T>(rows, w, u, jj, j0, bd_tile, rlen, scale2, s[n][e]);
+          const float x = ScoreLog2<T, fused>(rows, w, u, jj, j0, bd_tile, rlen,
+                                              scale2, s[n][e]);
           const float pr = Exp2(x - lse[u]);
           const float z = Bit(w.keep[u], jj) ? drop.keep_scale : 0.f;
           const float ds = pr * (dp[n][e] * z - dd[u]);  // dS / scale
@@ -1410,6 +1491,36 @@ __global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
   }
 }
 
+// The kernels: with kPendingKernels, the *ProductsKernel variants run where
+// the kernels compute the content stream's position products (p.bd null).
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 3) ForwardKernel(const Params p) {
+  ForwardBody<T, kDh, false>(p);
+}
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 3)
+    ForwardProductsKernel(const Params p) {
+  ForwardBody<T, kDh, true>(p);
+}
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 2) DkDvKernel(const Params p) {
+  DkDvBody<T, kDh, false>(p);
+}
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 2)
+    DkDvProductsKernel(const Params p) {
+  DkDvBody<T, kDh, true>(p);
+}
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 2) DqKernel(const Params p) {
+  DqBody<T, kDh, false>(p);
+}
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kThreads, 2)
+    DqProductsKernel(const Params p) {
+  DqBody<T, kDh, true>(p);
+}
+
 // One thread per 32-bit word of [rows_b, Lq, kw].
 __global__ void PackBitsKernel(const uint8_t* src, int64_t sb, int64_t si,
                                int64_t sj, int64_t rows_b, int64_t lq,
@@ -1475,11 +1586,21 @@ cudaError_t LaunchBackward(const Params& p, cudaStream_t stream) {
   const auto bh = static_cast<unsigned>(p.b * p.h);
   const dim3 key_grid(
       static_cast<unsigned>((p.klen + kBlockKeys - 1) / kBlockKeys), bh);
+  const dim3 row_grid(
+      static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows), bh);
+  if constexpr (kPendingKernels) {
+    if (p.bd == nullptr) {
+      const cudaError_t e =
+          LaunchWithShared(DkDvProductsKernel<T, kDh>, key_grid,
+                           DkDvSharedBytes<T, kDh>(), p, stream);
+      if (e != cudaSuccess) return e;
+      return LaunchWithShared(DqProductsKernel<T, kDh>, row_grid,
+                              SharedBytes<T, kDh>(), p, stream);
+    }
+  }
   cudaError_t e = LaunchWithShared(DkDvKernel<T, kDh>, key_grid,
                                    DkDvSharedBytes<T, kDh>(), p, stream);
   if (e != cudaSuccess) return e;
-  const dim3 row_grid(
-      static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows), bh);
   return LaunchWithShared(DqKernel<T, kDh>, row_grid, SharedBytes<T, kDh>(), p,
                           stream);
 }
@@ -1488,6 +1609,12 @@ template <typename T, int kDh>
 cudaError_t Launch(const Params& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>(p.b * p.h));
+  if constexpr (kPendingKernels) {
+    if (p.bd == nullptr) {
+      return LaunchWithShared(ForwardProductsKernel<T, kDh>, grid,
+                              SharedBytes<T, kDh>(), p, stream);
+    }
+  }
   return LaunchWithShared(ForwardKernel<T, kDh>, grid, SharedBytes<T, kDh>(), p,
                           stream);
 }
