@@ -1279,6 +1279,30 @@ __device__ __forceinline__ void ZeroRange(T* d, int64_t n, int lane) {
   if (tail + lane < n) d[tail + lane] = FromF<T>(0.f);
 }
 
+// The 16-bit element offset of p from the 16-byte boundary at or before it.
+template <typename T>
+__device__ __forceinline__ int Misalignment(const T* p) {
+  static_assert(sizeof(T) == 2, "16-bit elements");
+  return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / sizeof(T));
+}
+
+// Piece v, 8 values of T, to dst (16-byte aligned), which is column `col`
+// of a row of n columns: one 16-byte store when the piece lies inside the
+// row, else its elements inside the row one by one.
+template <typename T>
+__device__ __forceinline__ void StorePiece(T* dst, const uint4& v, int col,
+                                           int n) {
+  if (col >= 0 && col + 8 <= n) {
+    *reinterpret_cast<uint4*>(dst) = v;
+    return;
+  }
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (col + i >= 0 && col + i < n) dst[i] = e[i];
+  }
+}
+
 // DqKernel's body; kFused as in ForwardBody.
 template <typename T, int kDh, bool kFused>
 __device__ __forceinline__ void DqBody(const Params p) {
@@ -1356,6 +1380,41 @@ __device__ __forceinline__ void DqBody(const Params p) {
              dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + rows.shift[u]) &
          2) != 0;
   }
+  // With kPendingKernels, dbd goes through shared memory instead, in
+  // 16-byte pieces: a key tile's dS of the warp's rows, as T, into the
+  // warp's own rows of the tile's bd buffer (its scores have read them),
+  // each row from column o on, o being its window's offset from the
+  // 16-byte boundary before it in dbd (stage_at: rows g, g + 8 of this
+  // lane, column o + 2t); then lanes 2 rho and 2 rho + 1 copy row rho's
+  // pieces 0-3 and 4-7 (columns 0-63) to dbd, and piece 8 (the tile's last
+  // o values) stays in the second lane's registers (`held`) to become the
+  // next tile's piece 0, whose first o columns it is. A piece crossing the
+  // row's ends is written element by element (StorePiece). Rows past Lq
+  // write nothing.
+  const int piece_row = lane / 2, piece_half = lane % 2;
+  int stage_at[2] = {0, 0};
+  T* piece_dst = nullptr;  // row piece_row's piece 0 of key tile 0
+  int piece_col = 0;       // its column in the row (may be negative)
+  int piece_o = 0;         // the row's o
+  bool piece_live = false;
+  uint4 held = make_uint4(0, 0, 0, 0);  // +0: the columns before the window
+  if constexpr (kPendingKernels) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t r = rows.live[u] ? rows.row[u] : p.lq - 1;
+      stage_at[u] = (warp * 16 + g + 8 * u) * kBdLd + 2 * t +
+                    Misalignment(dbd + r * p.rlen + rows.shift[u]);
+    }
+    const int64_t row = i0 + warp * 16 + piece_row;
+    piece_live = row < p.lq;
+    const int64_t rr = piece_live ? row : p.lq - 1;
+    const int64_t pos = p.pos ? p.pos[bh / p.h * p.lq + rr] : rr;
+    const int shift = static_cast<int>(p.qlen - pos);
+    T* const at = dbd + rr * p.rlen + shift;
+    piece_o = Misalignment(at);
+    piece_col = shift - piece_o;
+    piece_dst = at - piece_o;
+  }
   float dq[kOutBlocks][4];
   Zero<kOutBlocks>(dq);
   CopyAsyncWaitAll();
@@ -1404,8 +1463,9 @@ __device__ __forceinline__ void DqBody(const Params p) {
         // too (dS = 0), since dbd is not zeroed beforehand; +0 for keys past
         // K, whose columns the zero fill below writes +0 too. Not for rows
         // past Lq, which stand in for row Lq - 1 and would overwrite it.
+        // (With kPendingKernels after this loop, by pieces.)
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < 2 && !kPendingKernels; ++u) {
           const int jj = n * 8 + 2 * t;  // the lane's first key of the pair
           const float lo = j0 + jj < klen ? s[n][2 * u] * p.scale : 0.f;
           const float hi = j0 + jj + 1 < klen ? s[n][2 * u + 1] * p.scale : 0.f;
@@ -1430,15 +1490,56 @@ __device__ __forceinline__ void DqBody(const Params p) {
           carry[u] = last;
         }
       }
+      if constexpr (kPendingKernels) {
+        T* const stage = tiles.bd + buf * kBlockRows * kBdLd;
+        T* const stage_row = stage + (warp * 16 + piece_row) * kBdLd;
+        __syncwarp();  // the warp's scores have read its bd rows
+        if (piece_half == 1) *reinterpret_cast<uint4*>(stage_row) = held;
+        __syncwarp();
+#pragma unroll
+        for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int jj = n * 8 + 2 * t + (e & 1);
+            const float v = j0 + jj < klen ? s[n][e] * p.scale : 0.f;
+            stage[stage_at[e / 2] + n * 8 + (e & 1)] = FromF<T>(v);
+          }
+        }
+        __syncwarp();
+        if (piece_live) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int piece = 4 * piece_half + q;
+            StorePiece(piece_dst + j0 + 8 * piece,
+                       *reinterpret_cast<const uint4*>(stage_row + 8 * piece),
+                       piece_col + j0 + 8 * piece, rlen);
+          }
+        }
+        if (piece_half == 1) {
+          held = *reinterpret_cast<const uint4*>(stage_row + 8 * 8);
+        }
+      }
       ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
     }
     if (more) CopyAsyncWaitAll();
     __syncthreads();
   }
+  // With kPendingKernels, the last tile's piece 8: its first o values (the
+  // rest was never written).
+  if constexpr (kPendingKernels) {
+    if (piece_half == 1 && piece_live) {
+      const int end = (klen + kBlockKeys - 1) / kBlockKeys * kBlockKeys;
+      const T* e = reinterpret_cast<const T*>(&held);
+      for (int i = 0; i < piece_o; ++i) {
+        const int col = piece_col + end + i;
+        if (col >= 0 && col < rlen) piece_dst[end + i] = e[i];
+      }
+    }
+  }
   // An odd row's last column (the last key tile's last key), paired with
   // the +0 after it.
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
+  for (int u = 0; u < 2 && !kPendingKernels; ++u) {
     const int c =
         (klen + kBlockKeys - 1) / kBlockKeys * kBlockKeys - 1 + rows.shift[u];
     if (rows.live[u] && odd[u] && t == 3) {
