@@ -430,13 +430,30 @@ __device__ __forceinline__ void LoadA(uint32_t a[kDh / 16][4], const T* src,
 // c = a . b^T: 16 rows (A fragments) x the first kRows (64 or 32) rows of
 // b in shared memory, over kDh; c[n] is the C fragment of b's rows
 // 8n .. 8n + 7.
-template <typename T, int kDh, int kRows = 64>
+template <typename T, int kDh, int kRows = 64, bool kLdsmB = false>
 __device__ __forceinline__ void ProductT(float c[kRows / 8][4],
                                          const uint32_t a[kDh / 16][4],
                                          const T* b_s, int lane) {
   static_assert(kRows == 64 || kRows == 32, "a tile or its first half");
   const int g = lane / 4, t = lane % 4;
   constexpr int kLd = kDh + kPad;
+  if constexpr (kLdsmB) {
+    // Lane l gives row l % 8 of matrix l / 8: k-step 2m's columns 0-7 and
+    // 8-15, then k-step 2m + 1's, of rows 8n .. 8n + 7.
+    const unsigned row = SharedAddress(b_s + (lane % 8) * kLd + (lane / 8) * 8);
+#pragma unroll
+    for (int n = 0; n < kRows / 8; ++n) {
+      c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+#pragma unroll
+      for (int m = 0; m < kDh / 32; ++m) {
+        uint32_t b[4];
+        LoadMatrices<false>(b, row + (n * 8 * kLd + m * 32) * sizeof(T));
+        Mma<T>(c[n], a[2 * m], b[0], b[1]);
+        Mma<T>(c[n], a[2 * m + 1], b[2], b[3]);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int n = 0; n < kRows / 8; ++n) {
     c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
@@ -1092,7 +1109,7 @@ __device__ __forceinline__ void DkDvTile(const DkDvBuffer<T, kDh>& buf,
   const int warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   // s^T = k . qw^T and dP^T = v . dout^T: this warp's 16 keys x kRows rows.
   float st[kRows / 8][4], dpt[kRows / 8][4];
-  ProductT<T, kDh, kRows>(st, ka, buf.q, lane);
+  ProductT<T, kDh, kRows, kPendingKernels>(st, ka, buf.q, lane);
   ProductT<T, kDh, kRows>(dpt, va, buf.dout, lane);
   // Element (key jj, row r): P from the forward's lse, then dS. The warp's
   // keys are all in word warp / 2 of a row's bits.
