@@ -494,6 +494,17 @@ __device__ __forceinline__ void ProductAcc(float acc[kDh / 8][4],
   }
 }
 
+// Whether the forward takes its score product's B fragments by ldmatrix
+// (ProductT's kLdsmB; the query-tile backward and the key-tile backward do,
+// for their first product, with kPendingKernels): on sm_80 the forward
+// with the position products then spills 12 bytes, so there it keeps the
+// 32-bit loads. (The host pass and the CPU emulation see kPendingKernels.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kForwardLdsm = false;
+#else
+constexpr bool kForwardLdsm = kPendingKernels;
+#endif
+
 template <int kBlocks>
 __device__ __forceinline__ void Zero(float c[kBlocks][4]) {
 #pragma unroll
@@ -843,7 +854,7 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
       const Words w =
           LoadWords(p, rows, tiles.Words(buf), warp, g, /*keep=*/false);
       float s[kKeyBlocks][4];
-      ProductT<T, kDh>(s, qa, k_s, lane);
+      ProductT<T, kDh, kBlockKeys, kForwardLdsm>(s, qa, k_s, lane);
 
       // The position, segment and mask terms, then the online softmax.
       float tile_max[2] = {-INFINITY, -INFINITY};
@@ -1456,7 +1467,7 @@ __device__ __forceinline__ void DqBody(const Params p) {
       const Words w = LoadWords(p, rows, tiles.Words(buf), warp, g, keep);
       // s = qw . k^T and dP = dout . v^T for 16 rows x 64 keys.
       float s[kKeyBlocks][4], dp[kKeyBlocks][4];
-      ProductT<T, kDh>(s, qa, k_s, lane);
+      ProductT<T, kDh, kBlockKeys, kPendingKernels>(s, qa, k_s, lane);
       ProductT<T, kDh>(dp, da, v_s, lane);
 #pragma unroll
       for (int n = 0; n < kKeyBlocks; ++n) {
