@@ -452,15 +452,15 @@ __device__ __forceinline__ void ProductT(float c[kRows / 8][4],
         Mma<T>(c[n], a[2 * m + 1], b[2], b[3]);
       }
     }
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int n = 0; n < kRows / 8; ++n) {
-    c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
-    const T* b0 = b_s + (n * 8 + g) * kLd + 2 * t;
+    for (int n = 0; n < kRows / 8; ++n) {
+      c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
+      const T* b0 = b_s + (n * 8 + g) * kLd + 2 * t;
 #pragma unroll
-    for (int kk = 0; kk < kDh / 16; ++kk) {
-      Mma<T>(c[n], a[kk], Load32(b0 + kk * 16), Load32(b0 + kk * 16 + 8));
+      for (int kk = 0; kk < kDh / 16; ++kk) {
+        Mma<T>(c[n], a[kk], Load32(b0 + kk * 16), Load32(b0 + kk * 16 + 8));
+      }
     }
   }
 }
