@@ -39,7 +39,10 @@
 # (default below; a name starting with '+' runs the new binaries only, for
 # a setting the baseline does not know). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
 # that run CUDA kernels against their CPU implementations (and HfDh64Test:
-# the tensor-core kernels against HuggingFace).
+# the tensor-core kernels against HuggingFace). XLNET_GPU_RACECHECK_TESTS,
+# when set (e.g. CudaAttentionTest.TensorCoreKernelsMatchTheCpuPath): phase
+# A also runs those tests under compute-sanitizer's racecheck (shared-memory
+# hazards; XLNET_GPU_RACECHECK_TIMEOUT seconds, default 240).
 #
 # XLNET_GPU_DRY_RUN=1 runs every phase on the CPU with tiny sizes, to check
 # the script itself on a machine without a GPU.
@@ -154,6 +157,18 @@ phase_A() {
       --gtest_filter="$sanitize"
     check "A: compute-sanitizer"
     tail -n 3 "$OUT/A_sanitizer.log"
+  fi
+  # Shared-memory hazards the CPU emulation cannot see (a missing
+  # __syncwarp between lanes of one warp), in the kernels' own tests.
+  local racecheck=${XLNET_GPU_RACECHECK_TESTS:-}
+  if ((!DRY)) && [[ -n "$racecheck" ]] && command -v compute-sanitizer > /dev/null; then
+    XLNET_TEST_DEVICE=cuda timed "A racecheck" run_logged \
+      "$OUT/A_racecheck.log" timeout "${XLNET_GPU_RACECHECK_TIMEOUT:-240}" \
+      compute-sanitizer --tool racecheck --racecheck-report hazard \
+      --error-exitcode 9 "$BIN/xlnet_model_test" \
+      --gtest_filter="$racecheck"
+    check "A: racecheck"
+    tail -n 3 "$OUT/A_racecheck.log"
   fi
   echo "== A: matmul peaks and copy bandwidth"
   timed "A peaks" $PY - "$DEVICE" "$OUT/A_peaks.json" <<'PY'
