@@ -18,7 +18,8 @@
 // bytes, NaN in fp16/bf16, at each block's start, so a read of what no
 // thread wrote shows) and static `__shared__` arrays (one instance);
 // __syncthreads (threads that returned no longer count, as on the GPU);
-// __syncwarp; __shfl_sync and __shfl_xor_sync with a full mask; and through the
+// __syncwarp; __shfl_sync, __shfl_xor_sync and __shfl_down_sync with a full
+// mask; and through the
 // Emulated* functions: mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulation in k
 // order), ldmatrix .x4 (with .trans), cp.async (16, 8 and 4 bytes, with zero
 // fill) and cp.async.wait_group 0, ex2.approx (exp2f). Warp-wide operations
@@ -243,6 +244,15 @@ template <typename T>
 T __shfl_sync(unsigned mask, T v, int src_lane) {
   ::cuda_emulation::RequireFullMask(mask);
   return ::cuda_emulation::Shuffle(v, src_lane);
+}
+
+// Lane + delta's v; lanes past 31 keep their own (width 32).
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta) {
+  ::cuda_emulation::RequireFullMask(mask);
+  const auto lane = static_cast<int>(::cuda_emulation::ThreadIndex().x % 32);
+  const int src = lane + static_cast<int>(delta);
+  return ::cuda_emulation::Shuffle(v, src < 32 ? src : lane);
 }
 
 inline size_t __cvta_generic_to_shared(const void* p) {

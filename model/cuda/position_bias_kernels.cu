@@ -2,10 +2,9 @@
 // position_bias_kernels.h. One thread block per query row (b, h, i); its
 // threads walk the row's keys (forward) or relative positions (backward)
 // with consecutive threads on consecutive elements, so reads and writes are
-// coalesced.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+// coalesced. Compiled as C++ with XLNET_CUDA_EMULATION, the same source
+// runs on the CPU (model/cuda/emulation.h; the tests).
+#include "model/cuda/device.h"
 #include "model/cuda/dtype_convert.cuh"
 #include "model/cuda/position_bias_kernels.h"
 
@@ -105,7 +104,8 @@ template <typename T>
 cudaError_t LaunchForward(const Params& p, void* bias, cudaStream_t s) {
   const int64_t rows = p.b * p.h * p.lq;
   if (rows == 0 || p.klen == 0) return cudaSuccess;
-  ForwardKernel<T><<<rows, kThreads, 0, s>>>(p, static_cast<T*>(bias));
+  XLNET_LAUNCH(ForwardKernel<T>, rows, kThreads, 0, s, p,
+               static_cast<T*>(bias));
   return cudaGetLastError();
 }
 
@@ -114,9 +114,9 @@ cudaError_t LaunchBackward(const Params& p, const void* grad_bias,
                            void* grad_bd, void* grad_seg, cudaStream_t s) {
   const int64_t rows = p.b * p.h * p.lq;
   if (rows == 0) return cudaSuccess;
-  BackwardKernel<T><<<rows, kThreads, 0, s>>>(
-      p, static_cast<const T*>(grad_bias), static_cast<T*>(grad_bd),
-      p.seg ? static_cast<T*>(grad_seg) : nullptr);
+  XLNET_LAUNCH(BackwardKernel<T>, rows, kThreads, 0, s, p,
+               static_cast<const T*>(grad_bias), static_cast<T*>(grad_bd),
+               p.seg ? static_cast<T*>(grad_seg) : nullptr);
   return cudaGetLastError();
 }
 

@@ -19,7 +19,11 @@
 // (0 = broadcast) and contiguous [Lq, K] rows; pos [B, Lq] int64.
 #pragma once
 
+#ifdef XLNET_CUDA_EMULATION  // the kernels on the CPU (emulation.h)
+#include "model/cuda/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include <cstdint>
 

@@ -54,11 +54,10 @@ std::string Check(cudaError_t e, const char* what) {
 
 }  // namespace
 
-ElementwiseOutputs EmulatedBiasAct(const torch::Tensor& y,
-                                   const torch::Tensor& bias,
-                                   FusedActivation act,
-                                   const ElementwiseDropout& dropout,
-                                   const torch::Tensor& grad_out) {
+EmulatedOutputs EmulatedBiasAct(const torch::Tensor& y,
+                                const torch::Tensor& bias, FusedActivation act,
+                                const ElementwiseDropout& dropout,
+                                const torch::Tensor& grad_out) {
   fe::BiasActParams p;
   p.dtype = KernelDType(y.scalar_type());
   p.act = KernelActivation(act);
@@ -67,7 +66,7 @@ ElementwiseOutputs EmulatedBiasAct(const torch::Tensor& y,
   p.y = y.data_ptr();
   p.bias = bias.data_ptr<float>();
   p.drop = KernelDropout(dropout, kBiasActStream);
-  ElementwiseOutputs r;
+  EmulatedOutputs r;
   auto out = torch::full_like(y, std::nanf(""));
   r.error += Check(fe::BiasActForward(p, out.data_ptr(), nullptr), "forward");
   auto grad_y = torch::full_like(y, std::nanf(""));
@@ -83,10 +82,12 @@ ElementwiseOutputs EmulatedBiasAct(const torch::Tensor& y,
   return r;
 }
 
-ElementwiseOutputs EmulatedResidualLayerNorm(
-    const torch::Tensor& y, const torch::Tensor& residual,
-    const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
-    const ElementwiseDropout& dropout, const torch::Tensor& grad_out) {
+EmulatedOutputs EmulatedResidualLayerNorm(const torch::Tensor& y,
+                                          const torch::Tensor& residual,
+                                          const torch::Tensor& gamma,
+                                          const torch::Tensor& beta, double eps,
+                                          const ElementwiseDropout& dropout,
+                                          const torch::Tensor& grad_out) {
   fe::LayerNormParams p;
   p.y_dtype = KernelDType(y.scalar_type());
   p.res_dtype = KernelDType(residual.scalar_type());
@@ -98,7 +99,7 @@ ElementwiseOutputs EmulatedResidualLayerNorm(
   p.beta = beta.data_ptr<float>();
   p.eps = static_cast<float>(eps);
   p.drop = KernelDropout(dropout, kLayerNormStream);
-  ElementwiseOutputs r;
+  EmulatedOutputs r;
   auto out = torch::full_like(residual, std::nanf(""));
   auto mean = torch::full({p.rows}, std::nanf(""));
   auto rstd = torch::full({p.rows}, std::nanf(""));

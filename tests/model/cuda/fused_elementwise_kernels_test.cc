@@ -60,7 +60,7 @@ TEST(FusedElementwiseKernelsTest, EmulatedKernelsMatchTheCpuImplementation) {
               return BiasActivationDropout(x[0], x[1], act, d);
             },
             {y1, b1}, g1);
-        const ElementwiseOutputs emu1 = EmulatedBiasAct(y1, b1, act, d, g1);
+        const EmulatedOutputs emu1 = EmulatedBiasAct(y1, b1, act, d, g1);
         ASSERT_EQ(emu1.error, "");
         EXPECT_LE(RelDiff(emu1.tensors[0], cpu1[0]), tol) << "bias act out";
         EXPECT_LE(RelDiff(emu1.tensors[1], cpu1[1]), tol) << "grad y";
@@ -75,7 +75,7 @@ TEST(FusedElementwiseKernelsTest, EmulatedKernelsMatchTheCpuImplementation) {
               return DropoutResidualLayerNorm(x[0], x[1], x[2], x[3], 1e-12, d);
             },
             ln, g2);
-        const ElementwiseOutputs emu2 =
+        const EmulatedOutputs emu2 =
             EmulatedResidualLayerNorm(ln[0], ln[1], ln[2], ln[3], 1e-12, d, g2);
         ASSERT_EQ(emu2.error, "");
         EXPECT_LE(RelDiff(emu2.tensors[0], cpu2[0]), 1e-5) << "ln out";
