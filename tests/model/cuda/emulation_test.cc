@@ -109,17 +109,20 @@ TEST(CudaEmulationTest, LoadMatricesGivesTheDocumentedFragments) {
 }
 
 TEST(CudaEmulationTest, ShufflesAndIndices) {
-  std::vector<int> xor_got(64), from_got(64), block_of(64);
+  std::vector<int> xor_got(64), from_got(64), down_got(64), block_of(64);
   const auto error = cuda_emulation::Launch(dim3(2), dim3(32), 0, [&] {
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     xor_got[i] = __shfl_xor_sync(0xffffffffu, i, 5);
     from_got[i] = __shfl_sync(0xffffffffu, i * 10, 3);
+    down_got[i] = __shfl_down_sync(0xffffffffu, i, 6);
     block_of[i] = static_cast<int>(blockIdx.x + 10 * gridDim.x);
   });
   ASSERT_EQ(error, cudaSuccess) << cuda_emulation::LastLaunchMessage();
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(xor_got[i], (i / 32) * 32 + ((i % 32) ^ 5));
     EXPECT_EQ(from_got[i], ((i / 32) * 32 + 3) * 10);
+    // Lane + 6, or the lane's own value past lane 31 (width 32).
+    EXPECT_EQ(down_got[i], i % 32 + 6 < 32 ? i + 6 : i);
     EXPECT_EQ(block_of[i], i / 32 + 20);
   }
 }
