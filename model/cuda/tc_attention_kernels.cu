@@ -1081,13 +1081,16 @@ __device__ void ConvertRows(RowTerms* rows_s, int64_t* win_s,
   const bool live = i0 + r < p.lq;
   const int64_t rr = live ? i0 + r : p.lq - 1;
   const int64_t pos = p.pos != nullptr ? raw.pos : rr;
-  // WindowStart's window.
-  const int64_t start = BdAt(p, bh) + rr * p.rlen + p.qlen - pos;
-  const int64_t offset = ((start % 8) + 8) % 8;
-  win_s[r] = start - offset;
   RowTerms x;
-  x.at =
-      p.bd == nullptr ? FusedBdOffset(r) : r * kBdLd + static_cast<int>(offset);
+  if (p.bd == nullptr) {
+    x.at = FusedBdOffset(r);  // FusedBd's products: no window to find
+  } else {
+    // WindowStart's window.
+    const int64_t start = BdAt(p, bh) + rr * p.rlen + p.qlen - pos;
+    const int64_t offset = ((start % 8) + 8) % 8;
+    win_s[r] = start - offset;
+    x.at = r * kBdLd + static_cast<int>(offset);
+  }
   x.lse = raw.lse;
   x.dd = live ? raw.dd : 0.f;
   x.same = x.other = 0.f;
@@ -1170,8 +1173,12 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
   static_assert(sizeof(DkDvBuffer<T, kDh>) % 16 == 0, "16-byte aligned");
   XLNET_DYNAMIC_SHARED(smem);
   auto* bufs = reinterpret_cast<DkDvBuffer<T, kDh>*>(smem);  // [2]
-  // With kPendingKernels: [2][kBlockRows] rows staged, tile t in t % 2.
+  // With kPendingKernels: [2][kBlockRows] rows staged, tile t in t % 2,
+  // then FusedBd's operands for the block (without a lane's piece), found
+  // once by thread 0 (two 64-bit divisions) and read back each tile: kept
+  // in registers they make this kernel spill.
   auto* const raw = reinterpret_cast<RowRaw*>(bufs + 2);
+  auto* const bd_ops_s = reinterpret_cast<BdOperands<T>*>(raw + 2 * kBlockRows);
 
   const int64_t bh = blockIdx.y;
   const int j0 = static_cast<int>(blockIdx.x) * kBlockKeys;
@@ -1203,6 +1210,7 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
   LoadTileAsync<T, kDh>(bufs[1].dout, v, p.v_layout.t, j0, klen);
   CopyAsyncCommit();
   SetUpRows<T>(bufs[0].rows, bufs[0].win, p, bh, 0, j0, drop.threshold);
+  if (fused && threadIdx.x == 0) *bd_ops_s = MakeBdOperands<T>(p, bh, 0);
   CopyAsyncWaitAll();
   __syncthreads();
   uint32_t ka[kKSteps][4], va[kKSteps][4];
@@ -1228,10 +1236,16 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
       // this tile's products, each warp its 16 rows, published by the
       // barrier below.
       if (fused) {
-        // The operands found again each tile: kept from the start, their
-        // registers make this kernel spill.
-        FusedBd<T, kDh>(bufs[x].bd, MakeBdOperands<T>(p, bh, lane), p,
-                        static_cast<int>(i0), j0, warp, lane);
+        BdOperands<T> ops = *bd_ops_s;
+#ifndef XLNET_CUDA_EMULATION
+        // Global memory, which the compiler cannot tell of pointers read
+        // from shared memory (it would make generic loads of them).
+        __builtin_assume(__isGlobal(ops.qr) && __isGlobal(ops.kr));
+#endif
+        ops.qr += 16 * t;
+        ops.kr += 16 * t;
+        FusedBd<T, kDh>(bufs[x].bd, ops, p, static_cast<int>(i0), j0, warp,
+                        lane);
       }
       CopyAsyncWaitAll();  // with the next tile's rows, staged
       if (more) {
@@ -1696,7 +1710,9 @@ __global__ void RowDotsKernel(const Params p, float* dd) {
 template <typename T, int kDh>
 __host__ __device__ constexpr size_t DkDvSharedBytes() {
   return 2 * sizeof(DkDvBuffer<T, kDh>) +
-         (kPendingKernels ? 2 * kBlockRows * sizeof(RowRaw) : 0);
+         (kPendingKernels
+              ? 2 * kBlockRows * sizeof(RowRaw) + sizeof(BdOperands<T>)
+              : 0);
 }
 
 template <typename Kernel>
