@@ -671,8 +671,7 @@ __device__ __forceinline__ uint32_t Word(const uint4 v[2], int w) {
 }
 
 // FusedBd's operands, found once a block rather than once a tile (bh's
-// matrices take two 64-bit divisions): bh's qr and its group's k_r, each
-// at this lane's 16-element piece of a row (elements 16 t ..).
+// matrices take two 64-bit divisions): bh's qr and its group's k_r.
 template <typename T>
 struct BdOperands {
   const T* qr = nullptr;
@@ -681,14 +680,12 @@ struct BdOperands {
 
 template <typename T>
 __device__ __forceinline__ BdOperands<T> MakeBdOperands(const Params& p,
-                                                        int64_t bh, int lane) {
+                                                        int64_t bh) {
   const int64_t b = bh / p.h, h = bh % p.h;
-  const int t = lane % 4;
   BdOperands<T> ops;
-  ops.qr =
-      static_cast<const T*>(p.qr) + MatrixAt(p.qr_layout, bh, p.h) + 16 * t;
+  ops.qr = static_cast<const T*>(p.qr) + MatrixAt(p.qr_layout, bh, p.h);
   ops.kr = static_cast<const T*>(p.k_r) + (b / p.bd_group) * p.k_r_layout.b +
-           h * p.k_r_layout.h + 16 * t;
+           h * p.k_r_layout.h;
   return ops;
 }
 
@@ -724,8 +721,9 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const BdOperands<T>& ops,
   const int first = i0 + warp * 16;  // the warp's first row
   const int last = static_cast<int>(p.lq) - 1;
   const int64_t ldq = p.qr_layout.t;
-  const T* q0 = ops.qr + min(first + g, last) * ldq;  // rows g, g + 8
-  const T* q1 = ops.qr + min(first + g + 8, last) * ldq;
+  // Rows g, g + 8, at this lane's 16 elements.
+  const T* q0 = ops.qr + 16 * t + min(first + g, last) * ldq;
+  const T* q1 = ops.qr + 16 * t + min(first + g + 8, last) * ldq;
   // The A fragments of the four k-steps, a 32-bit load each straight into
   // the registers the products read (from 16-byte loads the compiler
   // copied them into place again for every product).
@@ -742,7 +740,7 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const BdOperands<T>& ops,
   // The k_r row of this lane's B column in n-block 0, c0, then 8 rows on
   // a block (a row outside [0, R) is not read: zeros).
   const int c0 = j0 + static_cast<int>(p.qlen) - first - 15 + g;
-  const T* kr = ops.kr + c0 * ldk;
+  const T* kr = ops.kr + 16 * t + c0 * ldk;
   T* const d = bd_tile + (warp * 16 + g) * kBdLd + 2 * t;  // row g; g + 8 below
   // Two n-blocks at a time: fully unrolled, the k_r loads run ahead of
   // the products and the forward spills.
@@ -815,7 +813,7 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
   constexpr bool fused = kFused;
   BdOperands<T> bd_ops;
   if (fused) {
-    bd_ops = MakeBdOperands<T>(p, bh, lane);
+    bd_ops = MakeBdOperands<T>(p, bh);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       rows.bd_at[u] = FusedBdOffset(warp * 16 + g + 8 * u);
@@ -1174,7 +1172,7 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
   XLNET_DYNAMIC_SHARED(smem);
   auto* bufs = reinterpret_cast<DkDvBuffer<T, kDh>*>(smem);  // [2]
   // With kPendingKernels: [2][kBlockRows] rows staged, tile t in t % 2,
-  // then FusedBd's operands for the block (without a lane's piece), found
+  // then FusedBd's operands for the block, found
   // once by thread 0 (two 64-bit divisions) and read back each tile: kept
   // in registers they make this kernel spill.
   auto* const raw = reinterpret_cast<RowRaw*>(bufs + 2);
@@ -1210,7 +1208,7 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
   LoadTileAsync<T, kDh>(bufs[1].dout, v, p.v_layout.t, j0, klen);
   CopyAsyncCommit();
   SetUpRows<T>(bufs[0].rows, bufs[0].win, p, bh, 0, j0, drop.threshold);
-  if (fused && threadIdx.x == 0) *bd_ops_s = MakeBdOperands<T>(p, bh, 0);
+  if (fused && threadIdx.x == 0) *bd_ops_s = MakeBdOperands<T>(p, bh);
   CopyAsyncWaitAll();
   __syncthreads();
   uint32_t ka[kKSteps][4], va[kKSteps][4];
@@ -1236,14 +1234,12 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
       // this tile's products, each warp its 16 rows, published by the
       // barrier below.
       if (fused) {
-        BdOperands<T> ops = *bd_ops_s;
+        const BdOperands<T> ops = *bd_ops_s;
 #ifndef XLNET_CUDA_EMULATION
         // Global memory, which the compiler cannot tell of pointers read
         // from shared memory (it would make generic loads of them).
         __builtin_assume(__isGlobal(ops.qr) && __isGlobal(ops.kr));
 #endif
-        ops.qr += 16 * t;
-        ops.kr += 16 * t;
         FusedBd<T, kDh>(bufs[x].bd, ops, p, static_cast<int>(i0), j0, warp,
                         lane);
       }
@@ -1390,7 +1386,7 @@ __device__ __forceinline__ void DqBody(const Params p) {
   constexpr bool fused = kFused;
   BdOperands<T> bd_ops;
   if (fused) {
-    bd_ops = MakeBdOperands<T>(p, bh, lane);
+    bd_ops = MakeBdOperands<T>(p, bh);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       rows.bd_at[u] = FusedBdOffset(warp * 16 + g + 8 * u);
@@ -1733,35 +1729,29 @@ cudaError_t LaunchBackward(const Params& p, cudaStream_t stream) {
       static_cast<unsigned>((p.klen + kBlockKeys - 1) / kBlockKeys), bh);
   const dim3 row_grid(
       static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows), bh);
+  auto* dkdv = DkDvKernel<T, kDh>;
+  auto* dq = DqKernel<T, kDh>;
   if constexpr (kPendingKernels) {
-    if (p.bd == nullptr) {
-      const cudaError_t e =
-          LaunchWithShared(DkDvProductsKernel<T, kDh>, key_grid,
-                           DkDvSharedBytes<T, kDh>(), p, stream);
-      if (e != cudaSuccess) return e;
-      return LaunchWithShared(DqProductsKernel<T, kDh>, row_grid,
-                              SharedBytes<T, kDh>(), p, stream);
+    if (p.bd == nullptr) {  // the kernels' own position products
+      dkdv = DkDvProductsKernel<T, kDh>;
+      dq = DqProductsKernel<T, kDh>;
     }
   }
-  cudaError_t e = LaunchWithShared(DkDvKernel<T, kDh>, key_grid,
-                                   DkDvSharedBytes<T, kDh>(), p, stream);
+  const cudaError_t e =
+      LaunchWithShared(dkdv, key_grid, DkDvSharedBytes<T, kDh>(), p, stream);
   if (e != cudaSuccess) return e;
-  return LaunchWithShared(DqKernel<T, kDh>, row_grid, SharedBytes<T, kDh>(), p,
-                          stream);
+  return LaunchWithShared(dq, row_grid, SharedBytes<T, kDh>(), p, stream);
 }
 
 template <typename T, int kDh>
 cudaError_t Launch(const Params& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((p.lq + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>(p.b * p.h));
+  auto* forward = ForwardKernel<T, kDh>;
   if constexpr (kPendingKernels) {
-    if (p.bd == nullptr) {
-      return LaunchWithShared(ForwardProductsKernel<T, kDh>, grid,
-                              SharedBytes<T, kDh>(), p, stream);
-    }
+    if (p.bd == nullptr) forward = ForwardProductsKernel<T, kDh>;
   }
-  return LaunchWithShared(ForwardKernel<T, kDh>, grid, SharedBytes<T, kDh>(), p,
-                          stream);
+  return LaunchWithShared(forward, grid, SharedBytes<T, kDh>(), p, stream);
 }
 
 }  // namespace
