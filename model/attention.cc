@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "model/counter_dropout.h"
+#include "model/fused_elementwise.h"
 #include "model/relative_attention.h"
 #include "model/sdpa_attention.h"
 #include "model/tiled_attention.h"
@@ -162,8 +164,16 @@ torch::Tensor FusedRelativeAttentionCore(
   const auto row_bias = [&](const torch::Tensor& t) {  // [H, X] -> [H X]
     return t.to(rows.scalar_type()).reshape({-1});
   };
-  auto qw = heads(rows + row_bias(r_w_bias)).to(dtype);  // [B, H, Lq, Dh]
-  auto qr = heads(rows + row_bias(r_r_bias)).to(dtype);  // [B, H, Lq, Dh]
+  torch::Tensor qw_rows, qr_rows;  // [B Lq, H Dh] each
+  if (options.fused_query_biases && BiasPairAvailable(rows.device())) {
+    std::tie(qw_rows, qr_rows) =
+        AddBiasPair(rows, r_w_bias.reshape({-1}), r_r_bias.reshape({-1}));
+  } else {
+    qw_rows = rows + row_bias(r_w_bias);
+    qr_rows = rows + row_bias(r_r_bias);
+  }
+  auto qw = heads(qw_rows).to(dtype);  // [B, H, Lq, Dh]
+  auto qr = heads(qr_rows).to(dtype);  // [B, H, Lq, Dh]
   torch::Tensor seg;
   if (bias.seg_diff.defined()) {
     // (q + r_s_bias) . seg_embed per head as one product with the

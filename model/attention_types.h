@@ -50,6 +50,10 @@ struct AttentionOptions {
   AttentionImpl impl = AttentionImpl::kUnfused;
   // Tiling of the 'tiled' core.
   AttentionTiles tiles;
+  // The fused cores ('tiled', 'cuda') add the queries' two head biases
+  // (q + r_w_bias, q + r_r_bias) with AddBiasPair (model/fused_elementwise.h)
+  // where it runs on q's device; set from train.fused_elementwise.
+  bool fused_query_biases = false;
 };
 
 // Dropout of the attention probabilities from the counter-based generator in

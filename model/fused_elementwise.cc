@@ -302,6 +302,67 @@ void CpuLayerNormBackward(const LayerNormTensors& t,
   ForEachLayerNormRow(t.y, t.residual, d, row);
 }
 
+// x [rows, cols] contiguous, biases in x's dtype [cols] -> {x + a, x + b}.
+std::pair<torch::Tensor, torch::Tensor> CpuBiasPairForward(
+    const torch::Tensor& x, const torch::Tensor& bias_a,
+    const torch::Tensor& bias_b) {
+  const int64_t cols = x.size(-1), rows = RowsOf(x);
+  auto out_a = torch::empty_like(x);
+  auto out_b = torch::empty_like(x);
+  DispatchFloat(x.scalar_type(), "AddBiasPair", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data_ptr<T>();
+    const T* a = bias_a.data_ptr<T>();
+    const T* b = bias_b.data_ptr<T>();
+    T* oa = out_a.data_ptr<T>();
+    T* ob = out_b.data_ptr<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t k = r * cols + c;
+        const float v = static_cast<float>(in[k]);
+        oa[k] = static_cast<T>(v + static_cast<float>(a[c]));
+        ob[k] = static_cast<T>(v + static_cast<float>(b[c]));
+      }
+    }
+  });
+  return {out_a, out_b};
+}
+
+// The gradients of AddBiasPair.
+struct BiasPairGrads {
+  torch::Tensor x;     // x's dtype
+  torch::Tensor a, b;  // fp32 [cols]
+};
+
+// grad_a, grad_b [rows, cols] contiguous, one dtype.
+BiasPairGrads CpuBiasPairBackward(const torch::Tensor& grad_a,
+                                  const torch::Tensor& grad_b) {
+  const int64_t cols = grad_a.size(-1), rows = RowsOf(grad_a);
+  BiasPairGrads g;
+  g.x = torch::empty_like(grad_a);
+  g.a = torch::zeros({cols}, grad_a.options().dtype(torch::kFloat));
+  g.b = torch::zeros({cols}, grad_a.options().dtype(torch::kFloat));
+  DispatchFloat(grad_a.scalar_type(), "AddBiasPair", [&](auto tag) {
+    using T = decltype(tag);
+    const T* ga = grad_a.data_ptr<T>();
+    const T* gb = grad_b.data_ptr<T>();
+    T* gx = g.x.data_ptr<T>();
+    float* sa = g.a.data_ptr<float>();
+    float* sb = g.b.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t k = r * cols + c;
+        const float va = static_cast<float>(ga[k]);
+        const float vb = static_cast<float>(gb[k]);
+        gx[k] = static_cast<T>(va + vb);
+        sa[c] += va;
+        sb[c] += vb;
+      }
+    }
+  });
+  return g;
+}
+
 // ------------------------------------------------------------------- CUDA
 
 #ifdef XLNET_CUDA_ATTENTION
@@ -423,6 +484,47 @@ void CudaLayerNormBackward(const LayerNormTensors& t,
       partial.data_ptr<float>(), grads.gamma.data_ptr<float>(),
       grads.beta.data_ptr<float>(), StreamOf(t.y)));
 }
+
+#ifdef XLNET_CUDA_PENDING
+std::pair<torch::Tensor, torch::Tensor> CudaBiasPairForward(
+    const torch::Tensor& x, const torch::Tensor& bias_a,
+    const torch::Tensor& bias_b) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  fe::BiasPairParams p;
+  p.dtype = KernelDType(x.scalar_type());
+  p.cols = x.size(-1);
+  p.rows = RowsOf(x);
+  p.x = x.data_ptr();
+  p.bias_a = bias_a.data_ptr();
+  p.bias_b = bias_b.data_ptr();
+  auto out_a = torch::empty_like(x);
+  auto out_b = torch::empty_like(x);
+  C10_CUDA_CHECK(
+      fe::BiasPairForward(p, out_a.data_ptr(), out_b.data_ptr(), StreamOf(x)));
+  return {out_a, out_b};
+}
+
+BiasPairGrads CudaBiasPairBackward(const torch::Tensor& grad_a,
+                                   const torch::Tensor& grad_b) {
+  const c10::cuda::CUDAGuard guard(grad_a.device());
+  fe::BiasPairParams p;
+  p.dtype = KernelDType(grad_a.scalar_type());
+  p.cols = grad_a.size(-1);
+  p.rows = RowsOf(grad_a);
+  BiasPairGrads g;
+  g.x = torch::empty_like(grad_a);
+  const auto f32 = grad_a.options().dtype(torch::kFloat);
+  g.a = torch::empty({p.cols}, f32);
+  g.b = torch::empty({p.cols}, f32);
+  auto partial =
+      torch::empty({fe::BiasPairPartialRows(p.rows, p.cols), 2 * p.cols}, f32);
+  C10_CUDA_CHECK(fe::BiasPairBackward(p, grad_a.data_ptr(), grad_b.data_ptr(),
+                                      g.x.data_ptr(), partial.data_ptr<float>(),
+                                      g.a.data_ptr<float>(),
+                                      g.b.data_ptr<float>(), StreamOf(grad_a)));
+  return g;
+}
+#endif  // XLNET_CUDA_PENDING
 #endif  // XLNET_CUDA_ATTENTION
 
 // A CUDA tensor in a build without the kernels.
@@ -589,6 +691,52 @@ class DropoutResidualLayerNormFunction
   }
 };
 
+// Outputs {x + bias_a, x + bias_b}.
+class BiasPairFunction : public torch::autograd::Function<BiasPairFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& bias_a,
+                               const torch::Tensor& bias_b) {
+    const auto xc = x.contiguous();
+    const auto a = bias_a.to(x.scalar_type()).contiguous();
+    const auto b = bias_b.to(x.scalar_type()).contiguous();
+    std::pair<torch::Tensor, torch::Tensor> out;
+#ifdef XLNET_CUDA_PENDING
+    if (xc.is_cuda()) out = CudaBiasPairForward(xc, a, b);
+#endif
+    if (!out.first.defined()) out = CpuBiasPairForward(xc, a, b);
+    ctx->saved_data["a_dtype"] = static_cast<int64_t>(bias_a.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<int64_t>(bias_b.scalar_type());
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    return {out.first, out.second};
+  }
+
+  static variable_list backward(AutogradContext* ctx,
+                                variable_list grad_outputs) {
+    variable_list result(3);
+    torch::Tensor ga = grad_outputs[0], gb = grad_outputs[1];
+    if (!ga.defined() && !gb.defined()) return result;
+    const auto dtype =
+        static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    // An output without a gradient contributes zeros.
+    if (!ga.defined()) ga = torch::zeros_like(gb);
+    if (!gb.defined()) gb = torch::zeros_like(ga);
+    ga = ga.to(dtype).contiguous();
+    gb = gb.to(dtype).contiguous();
+    BiasPairGrads g;
+#ifdef XLNET_CUDA_PENDING
+    if (ga.is_cuda()) g = CudaBiasPairBackward(ga, gb);
+#endif
+    if (!g.x.defined()) g = CpuBiasPairBackward(ga, gb);
+    result[0] = g.x;
+    result[1] = g.a.to(
+        static_cast<torch::ScalarType>(ctx->saved_data["a_dtype"].toInt()));
+    result[2] = g.b.to(
+        static_cast<torch::ScalarType>(ctx->saved_data["b_dtype"].toInt()));
+    return result;
+  }
+};
+
 bool IsFloat16Or32(torch::ScalarType t) {
   return t == torch::kFloat || t == torch::kHalf || t == torch::kBFloat16;
 }
@@ -750,6 +898,36 @@ std::pair<torch::Tensor, torch::Tensor> DropoutResidualLayerNormWithCopy(
       y, residual, gamma, beta, eps, dropout.p,
       static_cast<int64_t>(dropout.seed), static_cast<int64_t>(dropout.offset),
       /*copy=*/true);
+  return {out[0], out[1]};
+}
+
+bool BiasPairAvailable(const torch::Device& device) {
+  if (!device.is_cuda()) return true;
+#if defined(XLNET_CUDA_ATTENTION) && defined(XLNET_CUDA_PENDING)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> AddBiasPair(
+    const torch::Tensor& x, const torch::Tensor& bias_a,
+    const torch::Tensor& bias_b) {
+  TORCH_CHECK(x.dim() >= 1 && IsFloat16Or32(x.scalar_type()),
+              "AddBiasPair: x must be fp32, fp16 or bf16 [..., C], got ",
+              x.scalar_type(), " ", x.sizes());
+  for (const auto* t : {&bias_a, &bias_b}) {
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == x.size(-1) &&
+                    at::isFloatingType(t->scalar_type()) &&
+                    t->device() == x.device(),
+                "AddBiasPair: the biases must be floating [", x.size(-1),
+                "] on ", x.device(), ", got ", t->scalar_type(), " ",
+                t->sizes(), " on ", t->device());
+  }
+  TORCH_CHECK(BiasPairAvailable(x.device()), "AddBiasPair on ", x.device(),
+              " needs a build with our CUDA kernels and "
+              "-DXLNET_CUDA_PENDING=ON");
+  auto out = BiasPairFunction::apply(x, bias_a, bias_b);
   return {out[0], out[1]};
 }
 

@@ -9,6 +9,10 @@
 //   DropoutResidualLayerNorm: LayerNorm(dropout(y) + residual), fp32
 //                             statistics, output in the residual's dtype
 //                             (and, WithCopy, also in y's dtype).
+//   AddBiasPair:              x + bias_a and x + bias_b (the attention's
+//                             q + r_w_bias and q + r_r_bias): x read once
+//                             forward; backward one pass for the sum of the
+//                             two gradients and both bias gradients.
 //
 // Dropout is counter-based (model/philox.h): element (row, col) of the
 // input seen as [rows, cols] (cols = last dimension) is kept iff
@@ -97,6 +101,22 @@ std::pair<torch::Tensor, torch::Tensor> DropoutResidualLayerNormWithCopy(
     const torch::Tensor& y, const torch::Tensor& residual,
     const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
     const ElementwiseDropout& dropout);
+
+// Whether AddBiasPair runs on `device`: always on the CPU; on CUDA in
+// builds with our kernels and -DXLNET_CUDA_PENDING=ON (its kernels have not
+// yet run on a GPU).
+bool BiasPairAvailable(const torch::Device& device);
+
+// {x + bias_a, x + bias_b}: x [..., C] fp32, fp16 or bf16; bias_a, bias_b
+// [C] floating, rounded to x's dtype before the sums (as LibTorch adds a
+// bias cast to x's dtype); returns x's shape and dtype, each sum rounded
+// once. Differentiable in x and both biases: x's gradient is the sum of the
+// two outputs' (rounded once, in x's dtype), each bias's the column sums of
+// its output's gradient in fp32 (then in the bias's dtype), deterministic.
+// Stores nothing for backward. TORCH_CHECK failure where !BiasPairAvailable.
+std::pair<torch::Tensor, torch::Tensor> AddBiasPair(
+    const torch::Tensor& x, const torch::Tensor& bias_a,
+    const torch::Tensor& bias_b);
 
 // The keep decisions of each op for an input seen as [rows, cols], as a
 // bool tensor (true = kept), from the scalar Philox reference: for tests

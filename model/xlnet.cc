@@ -532,6 +532,7 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   context->training = training;
   context->query_all_positions = options.query_all_positions;
   context->attention = attention_;
+  context->attention.fused_query_biases = fused_elementwise_;
 
   const XLNetConfig cache_config = MemCacheConfig(config_, options);
   const bool checkpoint =

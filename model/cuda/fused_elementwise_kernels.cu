@@ -8,6 +8,11 @@
 // its columns' bias gradient in registers before writing one partial row
 // per chunk.
 //
+// BiasPair: as BiasAct, a thread owns 4 columns and walks a chunk of rows,
+// in blocks of only the warps the columns need; forward reads x once for
+// both sums, backward reads both gradients once for their sum and their
+// column sums (partial rows, then ColumnSumKernel).
+//
 // ResidualLayerNorm: one warp per row; lane l holds columns 4l + 128g + t
 // (t < 4) in registers, so the row is read once, mean and variance are
 // exact two-pass sums over registers, and the output is written once.
@@ -39,6 +44,9 @@ constexpr int64_t kBiasActTile = 4 * kThreads;
 // About how many blocks BiasAct launches (fills an H100's 132 SMs several
 // times over); the partial rows of the bias gradient follow from it.
 constexpr int64_t kBiasActBlocks = 1024;
+// About how many blocks BiasPair launches (a wave of 132 SMs at ~4 blocks
+// of 192 threads each at 768 columns); its partial rows follow from it.
+constexpr int64_t kBiasPairBlocks = 512;
 // At most this many blocks (and partial rows) in the LayerNorm backward.
 constexpr int64_t kLayerNormBackwardBlocks = 512;
 
@@ -120,16 +128,22 @@ struct ChunkGrid {
   int64_t col_tiles, chunks, rows_per_chunk;
 };
 
-ChunkGrid BiasActGrid(int64_t rows, int64_t cols) {
+// Blocks of `tile` columns and chunks of rows, about `blocks` in all.
+ChunkGrid MakeChunkGrid(int64_t rows, int64_t cols, int64_t tile,
+                        int64_t blocks) {
   ChunkGrid g;
-  g.col_tiles = (cols + kBiasActTile - 1) / kBiasActTile;
-  int64_t chunks = (kBiasActBlocks + g.col_tiles - 1) / g.col_tiles;
+  g.col_tiles = (cols + tile - 1) / tile;
+  int64_t chunks = (blocks + g.col_tiles - 1) / g.col_tiles;
   chunks = chunks < rows ? chunks : rows;
   if (chunks < 1) chunks = 1;
   g.rows_per_chunk = (rows + chunks - 1) / chunks;
   if (g.rows_per_chunk < 1) g.rows_per_chunk = 1;
   g.chunks = (rows + g.rows_per_chunk - 1) / g.rows_per_chunk;
   return g;
+}
+
+ChunkGrid BiasActGrid(int64_t rows, int64_t cols) {
+  return MakeChunkGrid(rows, cols, kBiasActTile, kBiasActBlocks);
 }
 
 // BiasAct's keep bits of rows r and r + 1 for the
@@ -310,6 +324,142 @@ cudaError_t LaunchBiasActBackward(const BiasActParams& p, const void* grad_out,
   if (e != cudaSuccess) return e;
   return ColumnSum(partial, g.chunks, p.cols, p.cols, p.cols, grad_bias,
                    nullptr, s);
+}
+
+// ----------------------------------------------------------------- BiasPair
+
+// Threads of a BiasPair block: the warps that cover the row's groups of 4
+// columns, at most kThreads (192 at 768 columns, so no warp idles).
+// Rows a BiasPair thread loads before it stores.
+constexpr int kBiasPairRows = 4;
+
+int BiasPairThreads(int64_t cols) {
+  const int64_t warps = ((cols + 3) / 4 + 31) / 32;
+  return static_cast<int>(warps * 32 < kThreads ? warps * 32 : kThreads);
+}
+
+ChunkGrid BiasPairGrid(int64_t rows, int64_t cols) {
+  return MakeChunkGrid(rows, cols, 4 * BiasPairThreads(cols), kBiasPairBlocks);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    BiasPairForwardKernel(BiasPairParams p, int64_t rows_per_chunk, bool vec,
+                          T* __restrict__ out_a, T* __restrict__ out_b) {
+  const int64_t c0 = 4 * (blockIdx.x * int64_t{blockDim.x} + threadIdx.x);
+  if (c0 >= p.cols) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
+  float a[4], b[4];
+  Load4(static_cast<const T*>(p.bias_a), c0, p.cols, vec, a);
+  Load4(static_cast<const T*>(p.bias_b), c0, p.cols, vec, b);
+  const T* x = static_cast<const T*>(p.x);
+  // As the backward, kBiasPairRows loads before the first store.
+  for (int64_t rb = r0; rb < r1; rb += kBiasPairRows) {
+    float v[kBiasPairRows][4];
+#pragma unroll
+    for (int k = 0; k < kBiasPairRows; ++k) {
+      const int64_t r = rb + k < r1 ? rb + k : rb;
+      Load4(x + r * p.cols, c0, p.cols, vec, v[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kBiasPairRows; ++k) {
+      if (rb + k >= r1) break;
+      float va[4], vb[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        va[t] = v[k][t] + a[t];
+        vb[t] = v[k][t] + b[t];
+      }
+      Store4(out_a + (rb + k) * p.cols, c0, p.cols, vec, va);
+      Store4(out_b + (rb + k) * p.cols, c0, p.cols, vec, vb);
+    }
+  }
+}
+
+// grad_x = grad_a + grad_b; the chunk's column sums of grad_a and grad_b
+// (in row order) into its partial row [sums of a (cols), sums of b (cols)].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    BiasPairBackwardKernel(BiasPairParams p, int64_t rows_per_chunk, bool vec,
+                           const T* __restrict__ grad_a,
+                           const T* __restrict__ grad_b, T* __restrict__ grad_x,
+                           float* __restrict__ partial) {
+  const int64_t c0 = 4 * (blockIdx.x * int64_t{blockDim.x} + threadIdx.x);
+  if (c0 >= p.cols) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(p.rows, r0 + rows_per_chunk);
+  float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+  // kBiasPairRows rows at a time, all their loads before the first store,
+  // so that each thread keeps 2 kBiasPairRows loads in flight.
+  for (int64_t rb = r0; rb < r1; rb += kBiasPairRows) {
+    float ga[kBiasPairRows][4], gb[kBiasPairRows][4];
+#pragma unroll
+    for (int k = 0; k < kBiasPairRows; ++k) {
+      const int64_t r = rb + k < r1 ? rb + k : rb;
+      Load4(grad_a + r * p.cols, c0, p.cols, vec, ga[k]);
+      Load4(grad_b + r * p.cols, c0, p.cols, vec, gb[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kBiasPairRows; ++k) {
+      if (rb + k >= r1) break;
+      float gx[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        sa[t] += ga[k][t];
+        sb[t] += gb[k][t];
+        gx[t] = ga[k][t] + gb[k][t];
+      }
+      Store4(grad_x + (rb + k) * p.cols, c0, p.cols, vec, gx);
+    }
+  }
+  float* part = partial + blockIdx.y * 2 * p.cols;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (c0 + t < p.cols) {
+      part[c0 + t] = sa[t];
+      part[p.cols + c0 + t] = sb[t];
+    }
+  }
+}
+
+template <typename T>
+cudaError_t LaunchBiasPairForward(const BiasPairParams& p, void* out_a,
+                                  void* out_b, cudaStream_t s) {
+  if (p.rows == 0 || p.cols == 0) return cudaSuccess;
+  const ChunkGrid g = BiasPairGrid(p.rows, p.cols);
+  const bool vec =
+      Vectorizable(p.cols, sizeof(T), {p.x, p.bias_a, p.bias_b, out_a, out_b});
+  const auto kernel = BiasPairForwardKernel<T>;
+  XLNET_LAUNCH(kernel, dim3(g.col_tiles, g.chunks), BiasPairThreads(p.cols), 0,
+               s, p, g.rows_per_chunk, vec, static_cast<T*>(out_a),
+               static_cast<T*>(out_b));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t LaunchBiasPairBackward(const BiasPairParams& p, const void* grad_a,
+                                   const void* grad_b, void* grad_x,
+                                   float* partial, float* grad_bias_a,
+                                   float* grad_bias_b, cudaStream_t s) {
+  if (p.cols == 0) return cudaSuccess;
+  if (p.rows == 0) {
+    const cudaError_t e = cudaMemsetAsync(grad_bias_a, 0, p.cols * 4, s);
+    if (e != cudaSuccess) return e;
+    return cudaMemsetAsync(grad_bias_b, 0, p.cols * 4, s);
+  }
+  const ChunkGrid g = BiasPairGrid(p.rows, p.cols);
+  const bool vec = Vectorizable(p.cols, sizeof(T), {grad_a, grad_b, grad_x});
+  const auto kernel = BiasPairBackwardKernel<T>;
+  XLNET_LAUNCH(kernel, dim3(g.col_tiles, g.chunks), BiasPairThreads(p.cols), 0,
+               s, p, g.rows_per_chunk, vec, static_cast<const T*>(grad_a),
+               static_cast<const T*>(grad_b), static_cast<T*>(grad_x), partial);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  // Row k of `partial` is [sums of a, sums of b]: one pass over its 2 * cols
+  // columns writes both gradients.
+  return ColumnSum(partial, g.chunks, 2 * p.cols, 2 * p.cols, p.cols,
+                   grad_bias_a, grad_bias_b, s);
 }
 
 // -------------------------------------------------------- ResidualLayerNorm
@@ -773,6 +923,42 @@ cudaError_t BiasActBackward(const BiasActParams& p, const void* grad_out,
     case DType::kBFloat16:
       return LaunchBiasActBackward<__nv_bfloat16>(p, grad_out, grad_y, partial,
                                                   grad_bias, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int64_t BiasPairPartialRows(int64_t rows, int64_t cols) {
+  if (rows == 0) return 0;
+  return BiasPairGrid(rows, cols).chunks;
+}
+
+cudaError_t BiasPairForward(const BiasPairParams& p, void* out_a, void* out_b,
+                            cudaStream_t stream) {
+  switch (p.dtype) {
+    case DType::kFloat:
+      return LaunchBiasPairForward<float>(p, out_a, out_b, stream);
+    case DType::kHalf:
+      return LaunchBiasPairForward<__half>(p, out_a, out_b, stream);
+    case DType::kBFloat16:
+      return LaunchBiasPairForward<__nv_bfloat16>(p, out_a, out_b, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t BiasPairBackward(const BiasPairParams& p, const void* grad_a,
+                             const void* grad_b, void* grad_x, float* partial,
+                             float* grad_bias_a, float* grad_bias_b,
+                             cudaStream_t stream) {
+  switch (p.dtype) {
+    case DType::kFloat:
+      return LaunchBiasPairBackward<float>(p, grad_a, grad_b, grad_x, partial,
+                                           grad_bias_a, grad_bias_b, stream);
+    case DType::kHalf:
+      return LaunchBiasPairBackward<__half>(p, grad_a, grad_b, grad_x, partial,
+                                            grad_bias_a, grad_bias_b, stream);
+    case DType::kBFloat16:
+      return LaunchBiasPairBackward<__nv_bfloat16>(
+          p, grad_a, grad_b, grad_x, partial, grad_bias_a, grad_bias_b, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -11,12 +11,16 @@
 // storing it.
 //
 //   BiasAct:  out = drop(act(y + bias))              y, out [rows, cols] T
+//   BiasPair: out_a = x + bias_a, out_b = x + bias_b  x, out_*, bias_* T
+//             backward: grad_x = grad_a + grad_b (T) and the column sums of
+//             grad_a and grad_b (fp32); no dropout
 //   ResidualLayerNorm:
 //             z = drop(y) + residual                 y [rows, cols] T
 //             out = (z - mean) * rstd * gamma + beta residual, out    R
 //             (and out's copy in T, where asked for)
 // with T, R in {fp32, fp16, bf16} (R fp32 or T), all arithmetic in fp32,
-// bias/gamma/beta fp32. Gradients of bias, gamma and beta are sums over
+// bias/gamma/beta fp32 (BiasPair's biases T, as LibTorch adds them).
+// Gradients of bias, gamma and beta are sums over
 // rows: each block writes its partial sums to a workspace, then a second
 // kernel adds the partials of each column in a fixed order, so results do
 // not vary from run to run (no atomics).
@@ -68,6 +72,29 @@ cudaError_t BiasActForward(const BiasActParams& p, void* out,
 cudaError_t BiasActBackward(const BiasActParams& p, const void* grad_out,
                             void* grad_y, float* partial, float* grad_bias,
                             cudaStream_t stream);
+
+struct BiasPairParams {
+  DType dtype = DType::kFloat;
+  int64_t rows = 0, cols = 0;
+  const void* x = nullptr;       // [rows, cols] dtype (forward only)
+  const void* bias_a = nullptr;  // [cols] dtype (forward only)
+  const void* bias_b = nullptr;  // [cols] dtype (forward only)
+};
+
+// Rows of the workspace BiasPairBackward needs: it takes
+// float[BiasPairPartialRows(rows, cols) * 2 * cols].
+int64_t BiasPairPartialRows(int64_t rows, int64_t cols);
+
+// out_a, out_b [rows, cols] in p.dtype.
+cudaError_t BiasPairForward(const BiasPairParams& p, void* out_a, void* out_b,
+                            cudaStream_t stream);
+
+// grad_a, grad_b [rows, cols] (p.dtype) -> grad_x [rows, cols] (p.dtype),
+// grad_bias_a and grad_bias_b [cols] fp32.
+cudaError_t BiasPairBackward(const BiasPairParams& p, const void* grad_a,
+                             const void* grad_b, void* grad_x, float* partial,
+                             float* grad_bias_a, float* grad_bias_b,
+                             cudaStream_t stream);
 
 struct LayerNormParams {
   DType y_dtype = DType::kFloat;    // y, grad_y

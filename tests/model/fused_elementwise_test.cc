@@ -466,6 +466,120 @@ TEST(FusedElementwiseTest, RejectsBadArguments) {
                    torch::ones({4}), torch::zeros({4}), 1e-5, {}),
                c10::Error);
   EXPECT_TRUE(LayerNormCopyAvailable(torch::kCPU));
+  EXPECT_THROW(AddBiasPair(y, torch::zeros({3}), torch::zeros({4})),
+               c10::Error);
+  EXPECT_THROW(AddBiasPair(y, torch::zeros({4}), torch::zeros({2, 4})),
+               c10::Error);
+  EXPECT_THROW(
+      AddBiasPair(y.to(torch::kDouble), torch::zeros({4}), torch::zeros({4})),
+      c10::Error);
+  EXPECT_THROW(
+      AddBiasPair(y, torch::zeros({4}, torch::kLong), torch::zeros({4})),
+      c10::Error);
+  EXPECT_TRUE(BiasPairAvailable(torch::kCPU));
+}
+
+// --------------------------------------------------------------- AddBiasPair
+
+// AddBiasPair's outputs and the gradients of sum(out_a * grad_a + out_b *
+// grad_b) w.r.t. x, bias_a and bias_b; `fused` false: the LibTorch adds it
+// replaces (each bias cast to x's dtype, as the attention core adds them).
+struct PairResult {
+  torch::Tensor a, b;
+  std::vector<torch::Tensor> grads;  // x, bias_a, bias_b
+};
+
+PairResult BiasPairRun(bool fused, const torch::Tensor& x,
+                       const torch::Tensor& bias_a, const torch::Tensor& bias_b,
+                       const torch::Tensor& grad_a,
+                       const torch::Tensor& grad_b) {
+  std::vector<torch::Tensor> in;
+  for (const auto* t : {&x, &bias_a, &bias_b})
+    in.push_back(t->detach().clone().requires_grad_(true));
+  PairResult r;
+  if (fused) {
+    std::tie(r.a, r.b) = AddBiasPair(in[0], in[1], in[2]);
+  } else {
+    r.a = in[0] + in[1].to(x.scalar_type());
+    r.b = in[0] + in[2].to(x.scalar_type());
+  }
+  std::vector<torch::Tensor> outs, grads_out;
+  if (grad_a.defined()) {
+    outs.push_back(r.a);
+    grads_out.push_back(grad_a);
+  }
+  if (grad_b.defined()) {
+    outs.push_back(r.b);
+    grads_out.push_back(grad_b);
+  }
+  auto g = torch::autograd::grad(outs, in, grads_out, /*retain_graph=*/false,
+                                 /*create_graph=*/false, /*allow_unused=*/true);
+  r.a = r.a.detach();
+  r.b = r.b.detach();
+  for (auto& t : g) r.grads.push_back(t.defined() ? t.detach() : t);
+  return r;
+}
+
+// x [rows, cols] and the outputs' gradients in dtype, fp32 biases [cols].
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor,
+           torch::Tensor>
+RandomPairInputs(int64_t rows, int64_t cols, torch::ScalarType dtype) {
+  torch::manual_seed(rows * 7 + cols);
+  auto x = torch::randn({rows, cols}).to(dtype);
+  auto a = torch::randn({cols});
+  auto b = torch::randn({cols});
+  auto ga = torch::randn({rows, cols}).to(dtype);
+  auto gb = torch::randn({rows, cols}).to(dtype);
+  return {x, a, b, ga, gb};
+}
+
+// Forward and x's gradient are the LibTorch adds' bits (fp32, fp16, bf16;
+// each a single rounding of an fp32 sum); the bias gradients are fp32
+// column sums: within fp32 summation-order error of the double-precision
+// sums, and (in fp16/bf16) within one rounding of LibTorch's, which sums in
+// x's dtype.
+TEST(BiasPairTest, MatchesLibTorchAdds) {
+  for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
+    for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
+      (void)inner;
+      SCOPED_TRACE(::testing::Message()
+                   << dtype << " rows " << rows << " cols " << cols);
+      const auto [x, a, b, ga, gb] = RandomPairInputs(rows, cols, dtype);
+      const PairResult fused = BiasPairRun(true, x, a, b, ga, gb);
+      const PairResult ref = BiasPairRun(false, x, a, b, ga, gb);
+      EXPECT_TRUE(fused.a.equal(ref.a));
+      EXPECT_TRUE(fused.b.equal(ref.b));
+      EXPECT_EQ(fused.a.scalar_type(), dtype);
+      EXPECT_TRUE(fused.grads[0].equal(ref.grads[0])) << "grad x";
+      for (int i = 1; i < 3; ++i) {
+        const auto& g = i == 1 ? ga : gb;
+        EXPECT_EQ(fused.grads[i].scalar_type(), torch::kFloat);
+        const auto exact = g.to(torch::kDouble).sum(0);
+        EXPECT_LE(RelDiff(fused.grads[i].to(torch::kDouble), exact), 1e-5)
+            << "grad bias " << i;
+        const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+        EXPECT_LE(RelDiff(fused.grads[i], ref.grads[i]), tol)
+            << "grad bias " << i << " against LibTorch";
+      }
+    }
+  }
+}
+
+// An output nobody reads contributes no gradient: x's gradient is the
+// other's, that bias's gradient zero; biases in bf16 keep their dtype.
+TEST(BiasPairTest, OneOutputWithoutGradient) {
+  torch::manual_seed(3);
+  const auto x = torch::randn({6, 10});
+  const auto a = torch::randn({10}).to(torch::kBFloat16);
+  const auto b = torch::randn({10});
+  const auto ga = torch::randn({6, 10});
+  const PairResult r = BiasPairRun(true, x, a, b, ga, torch::Tensor());
+  EXPECT_TRUE(r.grads[0].equal(ga));
+  EXPECT_EQ(r.grads[1].scalar_type(), torch::kBFloat16);
+  EXPECT_LE(RelDiff(r.grads[1].to(torch::kFloat),
+                    ga.sum(0).to(torch::kBFloat16).to(torch::kFloat)),
+            1e-2);
+  EXPECT_TRUE(r.grads[2].equal(torch::zeros({10})));
 }
 
 // ------------------------------------------------------------ the model
@@ -497,31 +611,38 @@ ModelStep TrainStep(XLNetLMHeadModel& model, const XLNetInputs& x,
 }
 
 // Dropout 0: the fused model computes the unfused model's function (all
-// three activations, both streams, memory, segments, padding).
+// three activations, both streams, memory, segments, padding), under the
+// unfused attention core and under the tiled one (whose queries' biases
+// the fused model adds with AddBiasPair).
 TEST(FusedElementwiseModelTest, MatchesUnfusedModelWithoutDropout) {
-  for (const char* act : {"gelu", "gelu_new", "relu"}) {
-    SCOPED_TRACE(act);
-    XLNetConfig config = testing::TinyConfig();
-    config.ff_activation = act;
-    auto model = testing::MakeRandomModel(config, 5);
-    XLNetInputs x = testing::MakePlmInputs(3, 10, 3, config.vocab_size,
-                                           {0, 2, 0}, /*seed=*/6);
-    x.mems = {torch::randn({4, 3, config.d_model}),
-              torch::randn({4, 3, config.d_model})};
-    const auto labels = torch::randint(0, config.vocab_size, {3, 3});
-    const ModelStep plain = TrainStep(model, x, labels, false, false, 1);
-    const ModelStep fused = TrainStep(model, x, labels, true, false, 1);
-    EXPECT_LE(MaxAbsDiff(plain.logits, fused.logits), 1e-4);
-    EXPECT_NEAR(plain.loss, fused.loss, 1e-5);
-    ASSERT_EQ(plain.grads.size(), fused.grads.size());
-    double worst = 0;
-    for (const auto& [name, g] : plain.grads) {
-      const double d = RelDiff(fused.grads.at(name), g);
-      EXPECT_LE(d, 1e-4) << name;
-      worst = std::max(worst, d);
+  for (const auto impl : {AttentionImpl::kUnfused, AttentionImpl::kTiled}) {
+    for (const char* act : {"gelu", "gelu_new", "relu"}) {
+      SCOPED_TRACE(::testing::Message() << act << " " << EnumName(impl));
+      XLNetConfig config = testing::TinyConfig();
+      config.ff_activation = act;
+      auto model = testing::MakeRandomModel(config, 5);
+      AttentionOptions attention;
+      attention.impl = impl;
+      model->transformer->SetAttention(attention);
+      XLNetInputs x = testing::MakePlmInputs(3, 10, 3, config.vocab_size,
+                                             {0, 2, 0}, /*seed=*/6);
+      x.mems = {torch::randn({4, 3, config.d_model}),
+                torch::randn({4, 3, config.d_model})};
+      const auto labels = torch::randint(0, config.vocab_size, {3, 3});
+      const ModelStep plain = TrainStep(model, x, labels, false, false, 1);
+      const ModelStep fused = TrainStep(model, x, labels, true, false, 1);
+      EXPECT_LE(MaxAbsDiff(plain.logits, fused.logits), 1e-4);
+      EXPECT_NEAR(plain.loss, fused.loss, 1e-5);
+      ASSERT_EQ(plain.grads.size(), fused.grads.size());
+      double worst = 0;
+      for (const auto& [name, g] : plain.grads) {
+        const double d = RelDiff(fused.grads.at(name), g);
+        EXPECT_LE(d, 1e-4) << name;
+        worst = std::max(worst, d);
+      }
+      std::printf("[ diff     ] %s %s: %zu grads, worst relative %.3g\n", act,
+                  EnumName(impl), plain.grads.size(), worst);
     }
-    std::printf("[ diff     ] %s: %zu grads, worst relative %.3g\n", act,
-                plain.grads.size(), worst);
   }
 }
 
@@ -704,6 +825,41 @@ TEST(FusedElementwiseCudaTest, MatchesTheCpuImplementation) {
             BiasActRun(true, in1[0], in1[1], gelu, d, in1[2]);
         EXPECT_TRUE(again1.grads[1].equal(gpu1.grads[1]));
       }
+    }
+  }
+}
+
+// AddBiasPair's kernels (-DXLNET_CUDA_PENDING=ON) against its CPU
+// implementation: the sums and x's gradient bit for bit (one rounding of
+// the same fp32 sums), the bias gradients within fp32 summation order,
+// and bit-identical on a second run (no atomics); fp32, fp16 and bf16 on
+// the vectorised and scalar shapes.
+TEST(FusedElementwiseCudaTest, BiasPairMatchesTheCpuImplementation) {
+  if (!torch::cuda::is_available() || !BiasPairAvailable(torch::kCUDA)) {
+    GTEST_SKIP() << "needs a GPU and a build with -DXLNET_CUDA_ATTENTION=ON "
+                    "-DXLNET_CUDA_PENDING=ON";
+  }
+  for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
+    for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
+      (void)inner;
+      SCOPED_TRACE(::testing::Message()
+                   << dtype << " rows " << rows << " cols " << cols);
+      const auto [x, a, b, ga, gb] = RandomPairInputs(rows, cols, dtype);
+      const PairResult cpu = BiasPairRun(true, x, a, b, ga, gb);
+      const auto c = [](const torch::Tensor& t) { return t.to(torch::kCUDA); };
+      const int64_t e = dtype == torch::kFloat ? 4 : 2;
+      PoisonCudaAllocator({rows * cols * e, rows * cols * e, rows * cols * e,
+                           cols * 4, cols * 4, 512 * 2 * cols * 4});
+      const PairResult gpu = BiasPairRun(true, c(x), c(a), c(b), c(ga), c(gb));
+      EXPECT_TRUE(gpu.a.cpu().equal(cpu.a));
+      EXPECT_TRUE(gpu.b.cpu().equal(cpu.b));
+      EXPECT_TRUE(gpu.grads[0].cpu().equal(cpu.grads[0])) << "grad x";
+      EXPECT_LE(RelDiff(gpu.grads[1].cpu(), cpu.grads[1]), 1e-5);
+      EXPECT_LE(RelDiff(gpu.grads[2].cpu(), cpu.grads[2]), 1e-5);
+      const PairResult again =
+          BiasPairRun(true, c(x), c(a), c(b), c(ga), c(gb));
+      EXPECT_TRUE(again.grads[1].equal(gpu.grads[1]));
+      EXPECT_TRUE(again.grads[2].equal(gpu.grads[2]));
     }
   }
 }

@@ -82,6 +82,39 @@ EmulatedOutputs EmulatedBiasAct(const torch::Tensor& y,
   return r;
 }
 
+EmulatedOutputs EmulatedBiasPair(const torch::Tensor& x,
+                                 const torch::Tensor& bias_a,
+                                 const torch::Tensor& bias_b,
+                                 const torch::Tensor& grad_a,
+                                 const torch::Tensor& grad_b) {
+  fe::BiasPairParams p;
+  p.dtype = KernelDType(x.scalar_type());
+  p.rows = x.size(0);
+  p.cols = x.size(1);
+  p.x = x.data_ptr();
+  p.bias_a = bias_a.data_ptr();
+  p.bias_b = bias_b.data_ptr();
+  EmulatedOutputs r;
+  auto out_a = torch::full_like(x, std::nanf(""));
+  auto out_b = torch::full_like(x, std::nanf(""));
+  r.error +=
+      Check(fe::BiasPairForward(p, out_a.data_ptr(), out_b.data_ptr(), nullptr),
+            "forward");
+  auto grad_x = torch::full_like(x, std::nanf(""));
+  auto grad_bias_a = torch::full({p.cols}, std::nanf(""));
+  auto grad_bias_b = torch::full({p.cols}, std::nanf(""));
+  auto partial = torch::full(
+      {fe::BiasPairPartialRows(p.rows, p.cols), 2 * p.cols}, std::nanf(""));
+  r.error +=
+      Check(fe::BiasPairBackward(p, grad_a.data_ptr(), grad_b.data_ptr(),
+                                 grad_x.data_ptr(), partial.data_ptr<float>(),
+                                 grad_bias_a.data_ptr<float>(),
+                                 grad_bias_b.data_ptr<float>(), nullptr),
+            "backward");
+  r.tensors = {out_a, out_b, grad_x, grad_bias_a, grad_bias_b};
+  return r;
+}
+
 EmulatedOutputs EmulatedResidualLayerNorm(const torch::Tensor& y,
                                           const torch::Tensor& residual,
                                           const torch::Tensor& gamma,

@@ -20,6 +20,15 @@ EmulatedOutputs EmulatedBiasAct(const torch::Tensor& y,
                                 const ElementwiseDropout& dropout,
                                 const torch::Tensor& grad_out);
 
+// {x + bias_a, x + bias_b} and, for grad_a and grad_b, the backward:
+// {out_a, out_b, grad_x, grad_bias_a, grad_bias_b}. x, grads [rows, cols]
+// and the biases [cols], all in one dtype (fp32, fp16 or bf16).
+EmulatedOutputs EmulatedBiasPair(const torch::Tensor& x,
+                                 const torch::Tensor& bias_a,
+                                 const torch::Tensor& bias_b,
+                                 const torch::Tensor& grad_a,
+                                 const torch::Tensor& grad_b);
+
 // LayerNorm(dropout(y) + residual) and its backward: {out, grad_y,
 // grad_residual, grad_gamma, grad_beta}. residual fp32 or y's dtype; gamma,
 // beta [cols] fp32.

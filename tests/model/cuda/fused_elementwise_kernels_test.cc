@@ -89,5 +89,46 @@ TEST(FusedElementwiseKernelsTest, EmulatedKernelsMatchTheCpuImplementation) {
   }
 }
 
+// AddBiasPair's kernels: the sums and x's gradient bit for bit (each one
+// rounding of the same fp32 sum), the bias gradients within fp32
+// summation order of the CPU loops'; fp32, fp16 and bf16 on the vectorised
+// shape (768 columns: blocks of 192 threads), scalar ones (10 and 1026
+// columns, the latter two column tiles), 2048 columns, and chunks of 6 and
+// 5 rows (a whole group of 4 rows loaded before the stores, then a part).
+TEST(FusedElementwiseKernelsTest, EmulatedBiasPairMatchesTheCpuImplementation) {
+  auto shapes = ElementwiseKernelShapes();
+  shapes.push_back({3000, 40, 0});
+  shapes.push_back({2100, 10, 0});
+  for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
+    for (const auto& [rows, cols, inner] : shapes) {
+      (void)inner;
+      SCOPED_TRACE(::testing::Message()
+                   << dtype << " rows " << rows << " cols " << cols);
+      torch::manual_seed(rows * 7 + cols);
+      const auto x = torch::randn({rows, cols}).to(dtype);
+      const auto a = torch::randn({cols}).to(dtype);
+      const auto b = torch::randn({cols}).to(dtype);
+      const auto ga = torch::randn({rows, cols}).to(dtype);
+      const auto gb = torch::randn({rows, cols}).to(dtype);
+      std::vector<torch::Tensor> in = {x.clone().requires_grad_(),
+                                       a.clone().requires_grad_(),
+                                       b.clone().requires_grad_()};
+      const auto [oa, ob] = AddBiasPair(in[0], in[1], in[2]);
+      const auto grads = torch::autograd::grad({oa, ob}, in, {ga, gb});
+      const EmulatedOutputs emu = EmulatedBiasPair(x, a, b, ga, gb);
+      ASSERT_EQ(emu.error, "");
+      EXPECT_TRUE(emu.tensors[0].equal(oa.detach())) << "out a";
+      EXPECT_TRUE(emu.tensors[1].equal(ob.detach())) << "out b";
+      EXPECT_TRUE(emu.tensors[2].equal(grads[0])) << "grad x";
+      // The CPU op returns the bias gradients in the biases' dtype.
+      const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+      EXPECT_LE(RelDiff(emu.tensors[3], grads[1]), tol) << "grad bias a";
+      EXPECT_LE(RelDiff(emu.tensors[4], grads[2]), tol) << "grad bias b";
+      const auto exact = ga.to(torch::kDouble).sum(0);
+      EXPECT_LE(RelDiff(emu.tensors[3], exact), 1e-5) << "grad bias a, exact";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xlnet::testing
