@@ -247,6 +247,31 @@ TEST_P(ResidualLnTest, Bf16InputWithFp32Residual) {
   EXPECT_LE(RelDiff(fused.grads[3], ref.grads[3]), 1e-5);
 }
 
+// The gradients of `in` for upstream gradients on two outputs, each
+// left out where undefined (an input no output reads: undefined).
+std::vector<torch::Tensor> GradsOfTwo(const std::vector<torch::Tensor>& in,
+                                      const torch::Tensor& first,
+                                      const torch::Tensor& on_first,
+                                      const torch::Tensor& second,
+                                      const torch::Tensor& on_second) {
+  std::vector<torch::Tensor> outs, upstream;
+  if (on_first.defined()) {
+    outs.push_back(first);
+    upstream.push_back(on_first);
+  }
+  if (on_second.defined()) {
+    outs.push_back(second);
+    upstream.push_back(on_second);
+  }
+  auto grads = torch::autograd::grad(outs, in, upstream, /*retain_graph=*/false,
+                                     /*create_graph=*/false,
+                                     /*allow_unused=*/true);
+  for (auto& g : grads) {
+    if (g.defined()) g = g.detach();
+  }
+  return grads;
+}
+
 // The outputs of DropoutResidualLayerNormWithCopy (fused) or of
 // DropoutResidualLayerNorm followed by the cast it replaces, and the
 // gradients of the inputs for upstream gradients on the output (`on_out`)
@@ -271,18 +296,7 @@ CopyRun ResidualLnCopyRun(bool fused, const std::vector<torch::Tensor>& inputs,
     r.out = DropoutResidualLayerNorm(in[0], in[1], in[2], in[3], 1e-5, d);
     r.copy = r.out.to(in[0].scalar_type());
   }
-  std::vector<torch::Tensor> outs, upstream;
-  if (on_out.defined()) {
-    outs.push_back(r.out);
-    upstream.push_back(on_out);
-  }
-  if (on_copy.defined()) {
-    outs.push_back(r.copy);
-    upstream.push_back(on_copy);
-  }
-  for (auto& g : torch::autograd::grad(outs, in, upstream)) {
-    r.grads.push_back(g.detach());
-  }
+  r.grads = GradsOfTwo(in, r.out, on_out, r.copy, on_copy);
   r.out = r.out.detach();
   r.copy = r.copy.detach();
   return r;
@@ -503,20 +517,9 @@ PairResult BiasPairRun(bool fused, const torch::Tensor& x,
     r.a = in[0] + in[1].to(x.scalar_type());
     r.b = in[0] + in[2].to(x.scalar_type());
   }
-  std::vector<torch::Tensor> outs, grads_out;
-  if (grad_a.defined()) {
-    outs.push_back(r.a);
-    grads_out.push_back(grad_a);
-  }
-  if (grad_b.defined()) {
-    outs.push_back(r.b);
-    grads_out.push_back(grad_b);
-  }
-  auto g = torch::autograd::grad(outs, in, grads_out, /*retain_graph=*/false,
-                                 /*create_graph=*/false, /*allow_unused=*/true);
+  r.grads = GradsOfTwo(in, r.a, grad_a, r.b, grad_b);
   r.a = r.a.detach();
   r.b = r.b.detach();
-  for (auto& t : g) r.grads.push_back(t.defined() ? t.detach() : t);
   return r;
 }
 
