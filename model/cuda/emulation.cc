@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -98,6 +99,9 @@ struct Runtime {
 thread_local Runtime rt;
 // The error of the last launch (cudaGetLastError reads and clears it).
 thread_local std::string last_message;
+// Each kernel's cudaFuncAttributeMaxDynamicSharedMemorySize, by KernelKey
+// (as on the GPU, it stays set for later launches).
+thread_local std::unordered_map<uintptr_t, size_t> max_dynamic_shared;
 
 Fiber& Running() { return *rt.running; }
 
@@ -256,7 +260,15 @@ void WaitFor(const uint64_t& generation, uint64_t seen) {
 
 }  // namespace
 
-cudaError_t Launch(dim3 grid, dim3 block, size_t shared_bytes,
+cudaError_t SetMaxDynamicShared(uintptr_t kernel, int bytes) {
+  if (bytes < 0 || static_cast<size_t>(bytes) > kMaxDynamicShared) {
+    return cudaErrorInvalidValue;
+  }
+  max_dynamic_shared[kernel] = static_cast<size_t>(bytes);
+  return cudaSuccess;
+}
+
+cudaError_t Launch(uintptr_t kernel, dim3 grid, dim3 block, size_t shared_bytes,
                    const std::function<void()>& body) {
   const size_t threads = size_t{block.x} * block.y * block.z;
   rt.failed = false;
@@ -265,6 +277,21 @@ cudaError_t Launch(dim3 grid, dim3 block, size_t shared_bytes,
     rt.message = "block of " + std::to_string(threads) +
                  " threads (the emulation takes whole warps, up to 1024)";
     rt.failed = true;
+  }
+  if (shared_bytes > kDefaultDynamicShared) {
+    const auto opted = max_dynamic_shared.find(kernel);
+    const size_t allowed = opted == max_dynamic_shared.end()
+                               ? kDefaultDynamicShared
+                               : opted->second;
+    if (shared_bytes > allowed) {
+      rt.message = std::to_string(shared_bytes) +
+                   " bytes of dynamic shared memory a block, above the " +
+                   std::to_string(allowed) +
+                   " the kernel may ask for (48 KiB unless it opts in with "
+                   "cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at "
+                   "most 227 KiB)";
+      rt.failed = true;
+    }
   }
   if (!rt.failed) {
     rt.grid = grid;

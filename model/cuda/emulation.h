@@ -26,6 +26,9 @@
 // check that all 32 lanes reach the same operation: a lane that diverges, a
 // lane that returned, or a block whose threads wait on each other forever ends
 // the launch with cudaErrorLaunchFailure and a message (LastLaunchMessage).
+// So does a launch the GPU would refuse: more than 1024 threads a block, or
+// more than 48 KiB of dynamic shared memory without the kernel's opt-in
+// (cudaFuncSetAttribute, recorded per kernel), or more than 227 KiB.
 //
 // cp.async timing: copies are applied either where the issuing thread
 // waits for them (CopyTiming::kAtWait, the default: a read of the
@@ -74,8 +77,9 @@
   unsigned char* name = ::cuda_emulation::DynamicShared()
 
 // kernel<<<grid, block, bytes, stream>>>(args...)
-#define XLNET_LAUNCH(kernel, grid, block, bytes, stream, ...) \
-  ::cuda_emulation::Launch(dim3(grid), dim3(block), (bytes),  \
+#define XLNET_LAUNCH(kernel, grid, block, bytes, stream, ...)               \
+  ::cuda_emulation::Launch(::cuda_emulation::KernelKey(kernel), dim3(grid), \
+                           dim3(block), (bytes),                            \
                            [&] { (kernel)(__VA_ARGS__); })
 
 // ------------------------------------------------------ runtime types
@@ -154,12 +158,37 @@ namespace cuda_emulation {
 enum class CopyTiming { kAtWait, kAtIssue };
 enum class Schedule { kLockstep, kWarpsInOrder, kWarpsReversed };
 
+// The dynamic shared memory a block may ask for on the GPUs the kernels
+// are built for: 48 KiB without opting in, at most 227 KiB with
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize)
+// (sm_90; sm_80 allows 163 KiB).
+inline constexpr size_t kDefaultDynamicShared = 48 * 1024;
+inline constexpr size_t kMaxDynamicShared = 227 * 1024;
+
+// A kernel's identity for its attributes: its address.
+template <typename Kernel>
+uintptr_t KernelKey(Kernel kernel) {
+  return reinterpret_cast<uintptr_t>(kernel);
+}
+
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+// bytes): cudaErrorInvalidValue above kMaxDynamicShared.
+cudaError_t SetMaxDynamicShared(uintptr_t kernel, int bytes);
+
 // Runs body once on every thread of every block (grid x block threads,
-// `shared_bytes` of dynamic shared memory a block). Returns cudaSuccess or
-// cudaErrorLaunchFailure (see LastLaunchMessage); also what
-// cudaGetLastError returns next.
-cudaError_t Launch(dim3 grid, dim3 block, size_t shared_bytes,
+// `shared_bytes` of dynamic shared memory a block) of `kernel`. Fails, as
+// the GPU does, a block of more than 1024 threads and dynamic shared memory
+// above kDefaultDynamicShared that the kernel did not opt into (or above
+// kMaxDynamicShared). Returns cudaSuccess or cudaErrorLaunchFailure (see
+// LastLaunchMessage); also what cudaGetLastError returns next.
+cudaError_t Launch(uintptr_t kernel, dim3 grid, dim3 block, size_t shared_bytes,
                    const std::function<void()>& body);
+// The same for a body that is no kernel (tests of the emulation: no
+// attributes).
+inline cudaError_t Launch(dim3 grid, dim3 block, size_t shared_bytes,
+                          const std::function<void()>& body) {
+  return Launch(0, grid, block, shared_bytes, body);
+}
 
 // Why the last failed launch failed ("" after a successful one).
 const std::string& LastLaunchMessage();
@@ -286,6 +315,11 @@ inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes,
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 
 template <typename Kernel>
-cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttribute, int) {
-  return cudaSuccess;
+cudaError_t cudaFuncSetAttribute(Kernel kernel, cudaFuncAttribute attribute,
+                                 int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    return cudaErrorInvalidValue;
+  }
+  return ::cuda_emulation::SetMaxDynamicShared(
+      ::cuda_emulation::KernelKey(kernel), value);
 }

@@ -3,7 +3,8 @@
 // .trans, shuffles, cp.async timing, shared memory's fill), and launches
 // that end with an error instead of hanging: lanes of a warp at different
 // operations, a lane that returned before a warp-wide operation, a barrier
-// some threads never reach.
+// some threads never reach, dynamic shared memory the kernel did not opt
+// into.
 #include "model/cuda/emulation.h"
 
 #include <gtest/gtest.h>
@@ -173,6 +174,40 @@ TEST(CudaEmulationTest, WarpOrdersShowAMissingBarrier) {
   }
   cuda_emulation::SetSchedule(Schedule::kLockstep);
   EXPECT_NE(seen[1], seen[2]);
+}
+
+// A kernel for the launch limits below.
+void EmptyKernel(int* runs) { ++*runs; }
+
+// The GPU refuses more than 48 KiB of dynamic shared memory a block unless
+// the kernel opted in (cudaFuncSetAttribute), and more than 227 KiB
+// anyway; so does the emulation, kernel by kernel.
+TEST(CudaEmulationTest, DynamicSharedMemoryNeedsTheKernelsOptIn) {
+  int runs = 0;
+  auto* kernel = EmptyKernel;
+  const size_t big = 64 * 1024;
+  auto error = XLNET_LAUNCH(kernel, 1, 32, big, nullptr, &runs);
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_NE(cuda_emulation::LastLaunchMessage().find("opts in"),
+            std::string::npos)
+      << cuda_emulation::LastLaunchMessage();
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(XLNET_LAUNCH(kernel, 1, 32, 48 * 1024, nullptr, &runs),
+            cudaSuccess);
+  EXPECT_EQ(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           228 * 1024),
+      cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFuncSetAttribute(
+                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, big),
+            cudaSuccess);
+  error = XLNET_LAUNCH(kernel, 1, 32, big, nullptr, &runs);
+  EXPECT_EQ(error, cudaSuccess) << cuda_emulation::LastLaunchMessage();
+  EXPECT_EQ(runs, 32 + 32);
+  // The opt-in is the kernel's, up to what it asked for.
+  EXPECT_EQ(XLNET_LAUNCH(kernel, 1, 32, big + 16, nullptr, &runs),
+            cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
 }
 
 TEST(CudaEmulationTest, BrokenLaunchesEndWithAnError) {
