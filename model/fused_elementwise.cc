@@ -728,10 +728,13 @@ class BiasPairFunction : public torch::autograd::Function<BiasPairFunction> {
     if (ga.is_cuda()) g = CudaBiasPairBackward(ga, gb);
 #endif
     if (!g.x.defined()) g = CpuBiasPairBackward(ga, gb);
+    // The biases are used cast to x's dtype: their gradients pass through
+    // that dtype, as through the cast's backward (so a bias given in x's
+    // dtype and one given in fp32 get the same bits).
     result[0] = g.x;
-    result[1] = g.a.to(
+    result[1] = g.a.to(dtype).to(
         static_cast<torch::ScalarType>(ctx->saved_data["a_dtype"].toInt()));
-    result[2] = g.b.to(
+    result[2] = g.b.to(dtype).to(
         static_cast<torch::ScalarType>(ctx->saved_data["b_dtype"].toInt()));
     return result;
   }

@@ -112,7 +112,9 @@ bool BiasPairAvailable(const torch::Device& device);
 // bias cast to x's dtype); returns x's shape and dtype, each sum rounded
 // once. Differentiable in x and both biases: x's gradient is the sum of the
 // two outputs' (rounded once, in x's dtype), each bias's the column sums of
-// its output's gradient in fp32 (then in the bias's dtype), deterministic.
+// its output's gradient in fp32, rounded to x's dtype (as the gradient of
+// the bias's cast to x's dtype) and then given in the bias's dtype;
+// deterministic.
 // Stores nothing for backward. TORCH_CHECK failure where !BiasPairAvailable.
 std::pair<torch::Tensor, torch::Tensor> AddBiasPair(
     const torch::Tensor& x, const torch::Tensor& bias_a,
