@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "model/cuda/fused_elementwise_dtype.h"
 #include "model/cuda/fused_elementwise_kernels.h"
 #endif
 
@@ -368,19 +369,7 @@ BiasPairGrads CpuBiasPairBackward(const torch::Tensor& grad_a,
 #ifdef XLNET_CUDA_ATTENTION
 namespace fe = fused_elementwise;
 
-fe::DType KernelDType(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat:
-      return fe::DType::kFloat;
-    case torch::kHalf:
-      return fe::DType::kHalf;
-    case torch::kBFloat16:
-      return fe::DType::kBFloat16;
-    default:
-      TORCH_CHECK(false, "fused element-wise ops: fp32, fp16 or bf16, got ", t);
-  }
-  return fe::DType::kFloat;
-}
+using fe::KernelDType;
 
 fe::Dropout KernelDropout(const DropSpec& d) {
   return {d.on, d.threshold, d.scale, d.seed, d.offset, d.stream};

@@ -11,6 +11,12 @@
 // copy's gradient has arrived, so the model makes one WeightCasts a layer:
 // gradients still reach the reducer's buckets layer by layer.
 //
+// With -DXLNET_CUDA_PENDING=ON, on CUDA, one kernel of our own does each
+// direction instead (fused_elementwise_kernels.h, CastTensors: a weight read
+// once for both streams' copies; backward casts and adds the streams in one
+// pass), as LibTorch >= 2.1's multi-tensor copy takes a kernel a tensor
+// when the dtype changes.
+//
 // The values and gradients are the ones autocast's separate casts give. A
 // weight that both XLNet streams read gets a copy per stream (UseStream
 // switches the members between them), so that each stream's gradient is

@@ -39,7 +39,8 @@
 # (default below; a name starting with '+' runs the new binaries only, for
 # a setting the baseline does not know). XLNET_GPU_KERNEL_TESTS: the gtest filter of the tests
 # that run CUDA kernels against their CPU implementations (and HfDh64Test:
-# the tensor-core kernels against HuggingFace). XLNET_GPU_RACECHECK_TESTS,
+# the tensor-core kernels against HuggingFace; Bf16PathTest's weight casts,
+# which run the cast kernel in builds with XLNET_CUDA_PENDING). XLNET_GPU_RACECHECK_TESTS,
 # when set (e.g. CudaAttentionTest.TensorCoreKernelsMatchTheCpuPath): phase
 # A also runs those tests under compute-sanitizer's racecheck (shared-memory
 # hazards; XLNET_GPU_RACECHECK_TIMEOUT seconds, default 240).
@@ -127,7 +128,7 @@ phase_env() {
 
 phase_A() {
   echo "== A: kernels against their CPU implementations"
-  local filter=${XLNET_GPU_KERNEL_TESTS:-'*Cuda*:*Fused*:*Sdpa*:*PositionBias*:HfDh64Test.*'}
+  local filter=${XLNET_GPU_KERNEL_TESTS:-'*Cuda*:*Fused*:*Sdpa*:*PositionBias*:HfDh64Test.*:Bf16PathTest.WeightsCastTogether*'}
   XLNET_TEST_DEVICE=$DEVICE timed "A kernels" run_logged "$OUT/A_kernels.log" \
     "$BIN/xlnet_model_test" --gtest_filter="$filter" \
     --gtest_output="json:$OUT/A_kernels.json"

@@ -462,6 +462,77 @@ cudaError_t LaunchBiasPairBackward(const BiasPairParams& p, const void* grad_a,
                    grad_bias_a, grad_bias_b, s);
 }
 
+// -------------------------------------------------------------- CastTensors
+
+// Elements a CastTensors thread handles at a time (16 bytes of fp32).
+constexpr int kCastVector = 4;
+
+// One tensor of a CastList a blockIdx.y; the x blocks stride over its
+// elements, kCastVector a thread (4-wide accesses where every pointer of
+// the tensor is aligned for them, else element by element).
+template <typename TS, typename TD>
+__global__ void __launch_bounds__(kThreads)
+    CastTensorsKernel(const CastList list) {
+  const int k = blockIdx.y;
+  const int64_t n = list.numel[k];
+  const TS* src = static_cast<const TS*>(list.src[k]);
+  const TS* src2 = static_cast<const TS*>(list.src2[k]);
+  TD* dst = static_cast<TD*>(list.dst[k]);
+  TD* dst2 = static_cast<TD*>(list.dst2[k]);
+  const bool vec =
+      reinterpret_cast<uintptr_t>(src) % (kCastVector * sizeof(TS)) == 0 &&
+      reinterpret_cast<uintptr_t>(src2) % (kCastVector * sizeof(TS)) == 0 &&
+      reinterpret_cast<uintptr_t>(dst) % (kCastVector * sizeof(TD)) == 0 &&
+      reinterpret_cast<uintptr_t>(dst2) % (kCastVector * sizeof(TD)) == 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x * kCastVector;
+  for (int64_t e0 =
+           (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kCastVector;
+       e0 < n; e0 += stride) {
+    const bool whole = vec && e0 + kCastVector <= n;
+    float v[kCastVector];
+    Load4(src, e0, n, whole, v);
+    if (src2 != nullptr) {
+      float w[kCastVector];
+      Load4(src2, e0, n, whole, w);
+#pragma unroll
+      for (int t = 0; t < kCastVector; ++t) v[t] += w[t];
+    }
+    Store4(dst, e0, n, whole, v);
+    if (dst2 != nullptr) Store4(dst2, e0, n, whole, v);
+  }
+}
+
+template <typename TS, typename TD>
+cudaError_t LaunchCastTensors(const CastList& list, cudaStream_t s) {
+  int64_t largest = 0;
+  for (int k = 0; k < list.count; ++k) {
+    largest = list.numel[k] > largest ? list.numel[k] : largest;
+  }
+  if (largest == 0) return cudaSuccess;
+  // Enough blocks for the largest tensor's vectors, at most about two
+  // waves of 132 SMs across all tensors.
+  const int64_t per_block = int64_t{kThreads} * kCastVector;
+  int64_t blocks = (largest + per_block - 1) / per_block;
+  const int64_t cap = (2048 + list.count - 1) / list.count;
+  blocks = blocks < cap ? blocks : cap;
+  const auto kernel = CastTensorsKernel<TS, TD>;
+  XLNET_LAUNCH(kernel, dim3(blocks, list.count), kThreads, 0, s, list);
+  return cudaGetLastError();
+}
+
+template <typename TS>
+cudaError_t CastFrom(const CastList& list, cudaStream_t s) {
+  switch (list.dst_dtype) {
+    case DType::kFloat:
+      return LaunchCastTensors<TS, float>(list, s);
+    case DType::kHalf:
+      return LaunchCastTensors<TS, __half>(list, s);
+    case DType::kBFloat16:
+      return LaunchCastTensors<TS, __nv_bfloat16>(list, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
 // -------------------------------------------------------- ResidualLayerNorm
 
 __device__ __forceinline__ float WarpSum(float x) {
@@ -959,6 +1030,22 @@ cudaError_t BiasPairBackward(const BiasPairParams& p, const void* grad_a,
     case DType::kBFloat16:
       return LaunchBiasPairBackward<__nv_bfloat16>(
           p, grad_a, grad_b, grad_x, partial, grad_bias_a, grad_bias_b, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t CastTensors(const CastList& list, cudaStream_t stream) {
+  if (list.count < 0 || list.count > kMaxCastTensors) {
+    return cudaErrorInvalidValue;
+  }
+  if (list.count == 0) return cudaSuccess;
+  switch (list.src_dtype) {
+    case DType::kFloat:
+      return CastFrom<float>(list, stream);
+    case DType::kHalf:
+      return CastFrom<__half>(list, stream);
+    case DType::kBFloat16:
+      return CastFrom<__nv_bfloat16>(list, stream);
   }
   return cudaErrorInvalidValue;
 }

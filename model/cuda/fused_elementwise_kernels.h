@@ -96,6 +96,28 @@ cudaError_t BiasPairBackward(const BiasPairParams& p, const void* grad_a,
                              float* grad_bias_a, float* grad_bias_b,
                              cudaStream_t stream);
 
+// CastTensors: up to kMaxCastTensors tensors in one launch, each
+//   dst[e] = cast(src[e]) (and dst2[e] the same, where dst2 is set), or,
+//   where src2 is set, dst[e] = cast(float(src[e]) + float(src2[e]));
+// element e < numel of each, contiguous; rounding to nearest even, as
+// LibTorch's casts. The weights' casts to the compute dtype under autocast
+// (forward, a copy per stream) and their gradients' casts back and
+// per-stream sums (backward) of model/weight_casts.h.
+constexpr int kMaxCastTensors = 24;
+
+struct CastList {
+  DType src_dtype = DType::kFloat;
+  DType dst_dtype = DType::kFloat;
+  int count = 0;
+  const void* src[kMaxCastTensors] = {};
+  const void* src2[kMaxCastTensors] = {};  // null: dst = cast(src)
+  void* dst[kMaxCastTensors] = {};
+  void* dst2[kMaxCastTensors] = {};  // null: none
+  int64_t numel[kMaxCastTensors] = {};
+};
+
+cudaError_t CastTensors(const CastList& list, cudaStream_t stream);
+
 struct LayerNormParams {
   DType y_dtype = DType::kFloat;    // y, grad_y
   DType res_dtype = DType::kFloat;  // residual, out, grad_out, grad_residual

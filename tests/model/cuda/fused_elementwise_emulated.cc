@@ -115,6 +115,36 @@ EmulatedOutputs EmulatedBiasPair(const torch::Tensor& x,
   return r;
 }
 
+EmulatedOutputs EmulatedCastTensors(const std::vector<EmulatedCast>& casts) {
+  fe::CastList list;
+  EmulatedOutputs r;
+  if (casts.empty()) return r;
+  list.src_dtype = KernelDType(casts[0].src.scalar_type());
+  list.dst_dtype = KernelDType(casts[0].dtype);
+  list.count = static_cast<int>(casts.size());
+  if (list.count > fe::kMaxCastTensors) {
+    r.error = Check(fe::CastTensors(list, nullptr), "cast");
+    return r;
+  }
+  for (int k = 0; k < list.count; ++k) {
+    const EmulatedCast& c = casts[k];
+    auto dst = torch::full(c.src.sizes(), std::nanf(""),
+                           torch::TensorOptions().dtype(c.dtype));
+    list.src[k] = c.src.data_ptr();
+    list.src2[k] = c.src2.defined() ? c.src2.data_ptr() : nullptr;
+    list.dst[k] = dst.data_ptr();
+    list.numel[k] = c.src.numel();
+    r.tensors.push_back(dst);
+    if (c.second) {
+      auto dst2 = torch::full_like(dst, std::nanf(""));
+      list.dst2[k] = dst2.data_ptr();
+      r.tensors.push_back(dst2);
+    }
+  }
+  r.error += Check(fe::CastTensors(list, nullptr), "cast");
+  return r;
+}
+
 EmulatedOutputs EmulatedResidualLayerNorm(const torch::Tensor& y,
                                           const torch::Tensor& residual,
                                           const torch::Tensor& gamma,

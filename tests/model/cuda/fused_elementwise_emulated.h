@@ -29,6 +29,18 @@ EmulatedOutputs EmulatedBiasPair(const torch::Tensor& x,
                                  const torch::Tensor& grad_a,
                                  const torch::Tensor& grad_b);
 
+// One cast of CastTensors: src (plus src2, where defined, in fp32) cast to
+// `dtype`, into one output or, with `second`, two.
+struct EmulatedCast {
+  torch::Tensor src, src2;
+  torch::ScalarType dtype = torch::kFloat;
+  bool second = false;
+};
+
+// CastTensors on the casts in one launch (their src one dtype, their
+// outputs one dtype): each cast's output, then its second where asked.
+EmulatedOutputs EmulatedCastTensors(const std::vector<EmulatedCast>& casts);
+
 // LayerNorm(dropout(y) + residual) and its backward: {out, grad_y,
 // grad_residual, grad_gamma, grad_beta}. residual fp32 or y's dtype; gamma,
 // beta [cols] fp32.

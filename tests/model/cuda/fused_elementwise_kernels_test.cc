@@ -130,5 +130,58 @@ TEST(FusedElementwiseKernelsTest, EmulatedBiasPairMatchesTheCpuImplementation) {
   }
 }
 
+// CastTensors (the weights' casts of model/weight_casts.h) gives LibTorch's
+// casts bit for bit: fp32 to bf16 and fp16 with one and two outputs, and
+// back with and without a second gradient added in fp32; on tensors whose
+// length is a multiple of 4 (16-byte accesses), ragged ones and one that
+// starts off the 16-byte grid (element by element), in one launch.
+TEST(FusedElementwiseKernelsTest, EmulatedCastTensorsAreLibTorchsCasts) {
+  torch::manual_seed(17);
+  const auto backing = torch::randn({4099});
+  const std::vector<torch::Tensor> weights = {
+      torch::randn({768, 12}), torch::randn({10}), torch::randn({1}),
+      backing.narrow(0, 1, 4097), torch::randn({3, 1027})};
+  for (const auto low : {torch::kBFloat16, torch::kHalf}) {
+    SCOPED_TRACE(::testing::Message() << low);
+    std::vector<EmulatedCast> down;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      down.push_back({weights[i], torch::Tensor(), low, i % 2 == 0});
+    }
+    const EmulatedOutputs cast = EmulatedCastTensors(down);
+    ASSERT_EQ(cast.error, "");
+    size_t at = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const auto want = weights[i].to(low);
+      EXPECT_TRUE(cast.tensors[at++].equal(want)) << "cast " << i;
+      if (i % 2 == 0) {
+        EXPECT_TRUE(cast.tensors[at++].equal(want)) << "second cast " << i;
+      }
+    }
+    // Back: each weight's stream gradients cast and summed in fp32.
+    std::vector<EmulatedCast> up;
+    std::vector<torch::Tensor> want;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const auto a = torch::randn(weights[i].sizes()).to(low);
+      const auto b = torch::randn(weights[i].sizes()).to(low);
+      if (i % 2 == 0) {
+        up.push_back({a, b, torch::kFloat, false});
+        want.push_back(a.to(torch::kFloat) + b.to(torch::kFloat));
+      } else {
+        up.push_back({a, torch::Tensor(), torch::kFloat, false});
+        want.push_back(a.to(torch::kFloat));
+      }
+    }
+    const EmulatedOutputs back = EmulatedCastTensors(up);
+    ASSERT_EQ(back.error, "");
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(back.tensors[i].equal(want[i])) << "gradient " << i;
+    }
+  }
+  // More tensors than a launch takes: refused.
+  std::vector<EmulatedCast> many(
+      25, {weights[1], torch::Tensor(), torch::kBFloat16, false});
+  EXPECT_NE(EmulatedCastTensors(many).error, "");
+}
+
 }  // namespace
 }  // namespace xlnet::testing
