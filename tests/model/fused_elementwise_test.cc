@@ -536,6 +536,20 @@ RandomPairInputs(int64_t rows, int64_t cols, torch::ScalarType dtype) {
   return {x, a, b, ga, gb};
 }
 
+// f(dtype, rows, cols) for fp32, fp16 and bf16 on each shape of
+// ElementwiseKernelShapes, traced.
+template <typename F>
+void ForEachBiasPairCase(F f) {
+  for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
+    for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
+      (void)inner;
+      SCOPED_TRACE(::testing::Message()
+                   << dtype << " rows " << rows << " cols " << cols);
+      f(dtype, rows, cols);
+    }
+  }
+}
+
 // Forward and x's gradient are the LibTorch adds' bits (fp32, fp16, bf16;
 // each a single rounding of an fp32 sum); the bias gradients are fp32
 // column sums rounded to x's dtype, as LibTorch's (which sum in x's dtype
@@ -543,30 +557,25 @@ RandomPairInputs(int64_t rows, int64_t cols, torch::ScalarType dtype) {
 // double-precision sums, in fp16/bf16 within one rounding of them and of
 // LibTorch's.
 TEST(BiasPairTest, MatchesLibTorchAdds) {
-  for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
-    for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
-      (void)inner;
-      SCOPED_TRACE(::testing::Message()
-                   << dtype << " rows " << rows << " cols " << cols);
-      const auto [x, a, b, ga, gb] = RandomPairInputs(rows, cols, dtype);
-      const PairResult fused = BiasPairRun(true, x, a, b, ga, gb);
-      const PairResult ref = BiasPairRun(false, x, a, b, ga, gb);
-      EXPECT_TRUE(fused.a.equal(ref.a));
-      EXPECT_TRUE(fused.b.equal(ref.b));
-      EXPECT_EQ(fused.a.scalar_type(), dtype);
-      EXPECT_TRUE(fused.grads[0].equal(ref.grads[0])) << "grad x";
-      for (int i = 1; i < 3; ++i) {
-        const auto& g = i == 1 ? ga : gb;
-        EXPECT_EQ(fused.grads[i].scalar_type(), torch::kFloat);
-        const auto exact = g.to(torch::kDouble).sum(0);
-        const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
-        EXPECT_LE(RelDiff(fused.grads[i].to(torch::kDouble), exact), tol)
-            << "grad bias " << i;
-        EXPECT_LE(RelDiff(fused.grads[i], ref.grads[i]), tol)
-            << "grad bias " << i << " against LibTorch";
-      }
+  ForEachBiasPairCase([&](torch::ScalarType dtype, int64_t rows, int64_t cols) {
+    const auto [x, a, b, ga, gb] = RandomPairInputs(rows, cols, dtype);
+    const PairResult fused = BiasPairRun(true, x, a, b, ga, gb);
+    const PairResult ref = BiasPairRun(false, x, a, b, ga, gb);
+    EXPECT_TRUE(fused.a.equal(ref.a));
+    EXPECT_TRUE(fused.b.equal(ref.b));
+    EXPECT_EQ(fused.a.scalar_type(), dtype);
+    EXPECT_TRUE(fused.grads[0].equal(ref.grads[0])) << "grad x";
+    for (int i = 1; i < 3; ++i) {
+      const auto& g = i == 1 ? ga : gb;
+      EXPECT_EQ(fused.grads[i].scalar_type(), torch::kFloat);
+      const auto exact = g.to(torch::kDouble).sum(0);
+      const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+      EXPECT_LE(RelDiff(fused.grads[i].to(torch::kDouble), exact), tol)
+          << "grad bias " << i;
+      EXPECT_LE(RelDiff(fused.grads[i], ref.grads[i]), tol)
+          << "grad bias " << i << " against LibTorch";
     }
-  }
+  });
 }
 
 // An output nobody reads contributes no gradient: x's gradient is the
@@ -843,31 +852,25 @@ TEST(FusedElementwiseCudaTest, BiasPairMatchesTheCpuImplementation) {
     GTEST_SKIP() << "needs a GPU and a build with -DXLNET_CUDA_ATTENTION=ON "
                     "-DXLNET_CUDA_PENDING=ON";
   }
-  for (const auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
-    for (const auto& [rows, cols, inner] : ElementwiseKernelShapes()) {
-      (void)inner;
-      SCOPED_TRACE(::testing::Message()
-                   << dtype << " rows " << rows << " cols " << cols);
-      const auto [x, a, b, ga, gb] = RandomPairInputs(rows, cols, dtype);
-      const PairResult cpu = BiasPairRun(true, x, a, b, ga, gb);
-      const auto c = [](const torch::Tensor& t) { return t.to(torch::kCUDA); };
-      const int64_t e = dtype == torch::kFloat ? 4 : 2;
-      PoisonCudaAllocator({rows * cols * e, rows * cols * e, rows * cols * e,
-                           cols * 4, cols * 4, 512 * 2 * cols * 4});
-      const PairResult gpu = BiasPairRun(true, c(x), c(a), c(b), c(ga), c(gb));
-      EXPECT_TRUE(gpu.a.cpu().equal(cpu.a));
-      EXPECT_TRUE(gpu.b.cpu().equal(cpu.b));
-      EXPECT_TRUE(gpu.grads[0].cpu().equal(cpu.grads[0])) << "grad x";
-      // fp32 sums in another order, then (fp16, bf16) rounded to x's dtype.
-      const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
-      EXPECT_LE(RelDiff(gpu.grads[1].cpu(), cpu.grads[1]), tol);
-      EXPECT_LE(RelDiff(gpu.grads[2].cpu(), cpu.grads[2]), tol);
-      const PairResult again =
-          BiasPairRun(true, c(x), c(a), c(b), c(ga), c(gb));
-      EXPECT_TRUE(again.grads[1].equal(gpu.grads[1]));
-      EXPECT_TRUE(again.grads[2].equal(gpu.grads[2]));
-    }
-  }
+  ForEachBiasPairCase([&](torch::ScalarType dtype, int64_t rows, int64_t cols) {
+    const auto [x, a, b, ga, gb] = RandomPairInputs(rows, cols, dtype);
+    const PairResult cpu = BiasPairRun(true, x, a, b, ga, gb);
+    const auto c = [](const torch::Tensor& t) { return t.to(torch::kCUDA); };
+    const int64_t e = dtype == torch::kFloat ? 4 : 2;
+    PoisonCudaAllocator({rows * cols * e, rows * cols * e, rows * cols * e,
+                         cols * 4, cols * 4, 512 * 2 * cols * 4});
+    const PairResult gpu = BiasPairRun(true, c(x), c(a), c(b), c(ga), c(gb));
+    EXPECT_TRUE(gpu.a.cpu().equal(cpu.a));
+    EXPECT_TRUE(gpu.b.cpu().equal(cpu.b));
+    EXPECT_TRUE(gpu.grads[0].cpu().equal(cpu.grads[0])) << "grad x";
+    // fp32 sums in another order, then (fp16, bf16) rounded to x's dtype.
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+    EXPECT_LE(RelDiff(gpu.grads[1].cpu(), cpu.grads[1]), tol);
+    EXPECT_LE(RelDiff(gpu.grads[2].cpu(), cpu.grads[2]), tol);
+    const PairResult again = BiasPairRun(true, c(x), c(a), c(b), c(ga), c(gb));
+    EXPECT_TRUE(again.grads[1].equal(gpu.grads[1]));
+    EXPECT_TRUE(again.grads[2].equal(gpu.grads[2]));
+  });
 }
 
 // The copy on CUDA: the kernels'
