@@ -18,7 +18,9 @@ struct PlmBatch {
   torch::Tensor token_type_ids;  // [B, L] int64, 0 = reuse+A+<sep>, 1 =
                                  // B+<sep>, 2 = <cls>
   torch::Tensor perm_mask;       // [B, L, L] float, 1 = i may not attend to j
+                                 // (bool with SamplerOptions::compact_masks)
   torch::Tensor target_mapping;  // [B, P, L] float, one-hot target positions
+                                 // (bool with SamplerOptions::compact_masks)
   torch::Tensor target;       // [B, P] int64, the target tokens (0 = padding)
   torch::Tensor target_mask;  // [B, P] float, 1 = real target
   torch::Tensor is_masked;    // [B, L] bool, positions chosen for prediction

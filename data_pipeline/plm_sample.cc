@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "data_pipeline/tokenizer.h"
 
@@ -329,28 +330,50 @@ void BuildSample(const StreamAccess& stream, int64_t pos, bool reverse,
   // perm_mask: 1 (blocked) iff j is masked-or-functional in the same half
   // and self_rev(i) <= rev(j); reuse rows never see the rest, rest rows see
   // all of the reuse half.
-  for (int64_t i = 0; i < L; ++i) {
-    float* row = out.perm_mask + i * L;
-    const bool reuse_row = i < R;
-    const int64_t lo = reuse_row ? 0 : R;
-    const int64_t hi = reuse_row ? R : L;
-    for (int64_t j = lo; j < hi; ++j) {
-      row[j] = (mof[j] && self_rev[i] <= rev[j]) ? 1.0f : 0.0f;
+  // In float, or bool for a compact batch: the same values.
+  const auto write_perm_mask = [&](auto* perm_mask) {
+    using M = std::remove_pointer_t<decltype(perm_mask)>;
+    for (int64_t i = 0; i < L; ++i) {
+      M* row = perm_mask + i * L;
+      const bool reuse_row = i < R;
+      const int64_t lo = reuse_row ? 0 : R;
+      const int64_t hi = reuse_row ? R : L;
+      for (int64_t j = lo; j < hi; ++j) {
+        row[j] = static_cast<M>(mof[j] && self_rev[i] <= rev[j]);
+      }
+      if (reuse_row) {
+        std::fill(row + R, row + L, M(1));
+      } else {
+        std::fill(row, row + R, M(0));
+      }
     }
-    if (reuse_row) {
-      std::fill(row + R, row + L, 1.0f);
-    } else {
-      std::fill(row, row + R, 0.0f);
-    }
+  };
+  TORCH_CHECK((out.perm_mask == nullptr) != (out.perm_mask_bool == nullptr) &&
+                  (out.target_mapping == nullptr) !=
+                      (out.target_mapping_bool == nullptr),
+              "BuildSample: one of the float and bool outputs of perm_mask "
+              "and of target_mapping");
+  if (out.perm_mask != nullptr) {
+    write_perm_mask(out.perm_mask);
+  } else {
+    write_perm_mask(out.perm_mask_bool);
   }
-  std::fill(out.target_mapping, out.target_mapping + P * L, 0.0f);
+  if (out.target_mapping != nullptr) {
+    std::fill(out.target_mapping, out.target_mapping + P * L, 0.0f);
+  } else {
+    std::fill(out.target_mapping_bool, out.target_mapping_bool + P * L, false);
+  }
   // Targets in position order, padded to num_predict.
   int64_t t = 0;
   for (int64_t i = 0; i < L; ++i) {
     out.is_masked[i] = masked[i] != 0;
     if (!is_target[i]) continue;
     TORCH_CHECK(t < P, "more targets than num_predict=", P);
-    out.target_mapping[t * L + i] = 1.0f;
+    if (out.target_mapping != nullptr) {
+      out.target_mapping[t * L + i] = 1.0f;
+    } else {
+      out.target_mapping_bool[t * L + i] = true;
+    }
     out.target[t] = cat[i];
     out.target_mask[t] = 1.0f;
     ++t;

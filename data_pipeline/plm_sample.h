@@ -101,6 +101,11 @@ struct SampleOut {
   int64_t* target = nullptr;          // [P]
   float* target_mask = nullptr;       // [P]
   bool* is_masked = nullptr;          // [L]
+  // A compact batch's (SamplerOptions::compact_masks) perm_mask and
+  // target_mapping as bool instead: set these and leave the two float
+  // pointers null.
+  bool* perm_mask_bool = nullptr;       // [L, L]
+  bool* target_mapping_bool = nullptr;  // [P, L]
 };
 
 // Optional details for display and tests.

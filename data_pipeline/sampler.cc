@@ -212,8 +212,10 @@ PlmBatch Sampler::BuildBatch(int64_t step,
   PlmBatch b;
   b.input_ids = pool_->Take({n, L}, torch::kInt64);
   b.token_type_ids = pool_->Take({n, L}, torch::kInt64);
-  b.perm_mask = pool_->Take({n, L, L}, torch::kFloat32);
-  b.target_mapping = pool_->Take({n, P, L}, torch::kFloat32);
+  const bool compact = options_.compact_masks;
+  const auto mask_dtype = compact ? torch::kBool : torch::kFloat32;
+  b.perm_mask = pool_->Take({n, L, L}, mask_dtype);
+  b.target_mapping = pool_->Take({n, P, L}, mask_dtype);
   b.target = pool_->Take({n, P}, torch::kInt64);
   b.target_mask = pool_->Take({n, P}, torch::kFloat32);
   b.is_masked = pool_->Take({n, L}, torch::kBool);
@@ -235,8 +237,13 @@ PlmBatch Sampler::BuildBatch(int64_t step,
     SampleOut out;
     out.input_ids = b.input_ids.data_ptr<int64_t>() + k * L;
     out.token_type_ids = b.token_type_ids.data_ptr<int64_t>() + k * L;
-    out.perm_mask = b.perm_mask.data_ptr<float>() + k * L * L;
-    out.target_mapping = b.target_mapping.data_ptr<float>() + k * P * L;
+    if (compact) {
+      out.perm_mask_bool = b.perm_mask.data_ptr<bool>() + k * L * L;
+      out.target_mapping_bool = b.target_mapping.data_ptr<bool>() + k * P * L;
+    } else {
+      out.perm_mask = b.perm_mask.data_ptr<float>() + k * L * L;
+      out.target_mapping = b.target_mapping.data_ptr<float>() + k * P * L;
+    }
     out.target = b.target.data_ptr<int64_t>() + k * P;
     out.target_mask = b.target_mask.data_ptr<float>() + k * P;
     out.is_masked = b.is_masked.data_ptr<bool>() + k * L;

@@ -66,6 +66,12 @@ struct SamplerOptions {
   // that a non-blocking copy to the GPU neither waits nor goes through a
   // staging buffer; set by a consumer that trains on CUDA.
   bool pin_memory = false;
+  // Build PlmBatch's perm_mask and target_mapping, the fields a step copies
+  // to the device in bulk, as bool rather than float: the same 0/1 values
+  // in a quarter of the bytes (the model reads either dtype); set by a
+  // consumer that feeds the batches to the model. The values, and so the
+  // fingerprint, do not depend on it.
+  bool compact_masks = false;
 };
 
 // Instantiated for PlmBatch and LmBatch (step_batches.cc).

@@ -98,14 +98,21 @@ StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
   const int64_t b = ids.size(0), l = ids.size(1), klen = mlen + l;
   const auto bool_opts = ids.options().dtype(torch::kBool);
   // HF: data_mask = input_mask[keys] + perm_mask > 0, input_mask = 1 - am.
-  torch::Tensor data;
-  if (inputs.attention_mask.defined()) {
-    data = (1.0 - inputs.attention_mask.to(torch::kFloat))
-               .unsqueeze(1);  // [B, 1, L]
-  }
-  if (inputs.perm_mask.defined()) {
-    auto perm = inputs.perm_mask.to(torch::kFloat);  // [B, L, L]
-    data = data.defined() ? data + perm : perm;
+  torch::Tensor data_blocked;  // [B, 1 or L, L] bool
+  if (!inputs.attention_mask.defined() && inputs.perm_mask.defined() &&
+      inputs.perm_mask.scalar_type() == torch::kBool) {
+    data_blocked = inputs.perm_mask;  // already the set (a compact batch)
+  } else {
+    torch::Tensor data;
+    if (inputs.attention_mask.defined()) {
+      data = (1.0 - inputs.attention_mask.to(torch::kFloat))
+                 .unsqueeze(1);  // [B, 1, L]
+    }
+    if (inputs.perm_mask.defined()) {
+      auto perm = inputs.perm_mask.to(torch::kFloat);  // [B, L, L]
+      data = data.defined() ? data + perm : perm;
+    }
+    if (data.defined()) data_blocked = data > 0;
   }
   torch::Tensor mem_blocked;  // [B, L, M]
   if (inputs.mems_attention_mask.defined() && mlen > 0) {
@@ -118,9 +125,9 @@ StreamMasks BuildStreamMasks(const XLNetInputs& inputs, int64_t mlen,
                       .expand({b, l, mlen});  // [B, L, M]
   }
   torch::Tensor attn;  // [B or 1, L, K]
-  if (data.defined() || mem_blocked.defined()) {
-    auto blocked = data.defined() ? (data > 0).expand({b, l, l})
-                                  : torch::zeros({b, l, l}, bool_opts);
+  if (data_blocked.defined() || mem_blocked.defined()) {
+    auto blocked = data_blocked.defined() ? data_blocked.expand({b, l, l})
+                                          : torch::zeros({b, l, l}, bool_opts);
     auto mem = mem_blocked.defined() ? mem_blocked
                                      : torch::zeros({b, l, mlen}, bool_opts);
     attn = torch::cat({mem, blocked}, 2);  // [B, L, K]
@@ -492,7 +499,10 @@ XLNetOutputs XLNetModelImpl::forward(const XLNetInputs& inputs,
   torch::Tensor tm, target_valid;
   int64_t p = 0;
   if (two_stream) {
-    tm = inputs.target_mapping;
+    // A compact batch's bool mapping as the float the products use.
+    tm = inputs.target_mapping.is_floating_point()
+             ? inputs.target_mapping
+             : inputs.target_mapping.to(torch::kFloat);
     TORCH_CHECK(tm.dim() == 3 && tm.size(0) == b && tm.size(2) == l,
                 "target_mapping must be [", b, ", P, ", l, "], got ",
                 tm.sizes());

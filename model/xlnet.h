@@ -37,10 +37,12 @@ struct XLNetInputs {
   torch::Tensor token_type_ids;
   // [B, L] 1 = real token, 0 = padding (float or integer).
   torch::Tensor attention_mask;
-  // [B, L, L] perm_mask[b, i, j] = 1: position i may NOT attend to j.
+  // [B, L, L] perm_mask[b, i, j] = 1: position i may NOT attend to j (float
+  // or bool).
   torch::Tensor perm_mask;
   // [B, P, L] one-hot rows: target_mapping[b, p, l] = 1 if prediction p is
   // position l; an all-zero row is a padding target. Given => query stream.
+  // Float or bool (read as float).
   torch::Tensor target_mapping;
   // n_layer tensors [M, B, D] (time-major, HF), any float dtype (cast to the
   // compute dtype); empty = no memory.

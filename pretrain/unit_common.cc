@@ -76,6 +76,7 @@ data::SamplerOptions PretrainSourceOptions(const PretrainUnitOptions& options,
   out.rank = options.rank;
   out.world_size = options.world_size;
   out.pin_memory = device.is_cuda();
+  out.compact_masks = true;  // the units copy the masks to the device as is
   return out;
 }
 

@@ -218,6 +218,20 @@ TEST(BlendSamplerTest, PrefetchingGivesTheSameBatchesAndResumes) {
   EXPECT_EQ(a->State().step, 12);
 }
 
+// A blend hands out compact batches (compact_masks) though its sources
+// build plain ones: the plain blend's batches with bool masks.
+TEST(BlendSamplerTest, CompactBatchesHoldTheSameMasksAsBool) {
+  const DataConfig d = TinyData();
+  SamplerOptions o = Options(d, 8);
+  o.compact_masks = true;
+  auto compact = MakeBlend(TwoSources(), o, 3);
+  auto plain = MakeBlend(TwoSources(), Options(d, 8), 3);
+  ASSERT_TRUE(compact && plain);
+  EXPECT_EQ(compact->State().fingerprint, plain->State().fingerprint);
+  for (int64_t t = 0; t < 4; ++t)
+    ExpectCompactOf(compact->Next(), plain->Next());
+}
+
 TEST(BlendSamplerTest, BadBlendsAreRefusedNamingTheSource) {
   const DataConfig d = TinyData();
   auto expect_error = [&](std::vector<BlendSource> sources, int64_t block,

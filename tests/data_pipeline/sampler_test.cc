@@ -347,6 +347,32 @@ TEST(SamplerTest, PinnedBatchesArePageLockedWithTheSameContent) {
   }
 }
 
+// Batches for the model (compact_masks) carry the 0/1 masks as bool with
+// the same values, through the loader threads and after a restore, and
+// keep the plain batches' fingerprint.
+TEST(SamplerTest, CompactBatchesHoldTheSameMasksAsBool) {
+  for (bool bi : {false, true}) {
+    SCOPED_TRACE(bi ? "bi_data" : "one direction");
+    DataConfig d = TinyData();
+    d.bi_data = bi;
+    SamplerOptions o;
+    o.data = d;
+    o.batch_size = 8;
+    o.compact_masks = true;
+    auto compact = Sampler::Create(DataDir(), o);
+    ASSERT_TRUE(compact.ok()) << compact.status();
+    auto plain = MakeSampler(d, 8);
+    ASSERT_NE(plain, nullptr);
+    EXPECT_EQ((*compact)->State().fingerprint, plain->State().fingerprint);
+    for (int i = 0; i < 3; ++i)
+      ExpectCompactOf((*compact)->Next(), plain->Next());
+    const SamplerState state{1, plain->State().fingerprint};
+    ASSERT_TRUE((*compact)->Restore(state).ok());
+    ASSERT_TRUE(plain->Restore(state).ok());
+    ExpectCompactOf((*compact)->Next(), plain->Next());
+  }
+}
+
 TEST(SamplerTest, SpansAreWholeWordsWithinBudget) {
   auto sampler = MakeSampler(TinyData(), 8);
   ASSERT_NE(sampler, nullptr);

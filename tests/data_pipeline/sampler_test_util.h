@@ -34,4 +34,25 @@ inline void ExpectBatchesEqual(const PlmBatch& a, const PlmBatch& b) {
   }
 }
 
+// `compact` is `plain` built with SamplerOptions::compact_masks: perm_mask
+// and target_mapping are bool with the same values, every other field is
+// equal.
+inline void ExpectCompactOf(const PlmBatch& compact, const PlmBatch& plain) {
+  const auto nc = compact.Named();
+  const auto np = plain.Named();
+  ASSERT_EQ(nc.size(), np.size());
+  for (size_t i = 0; i < nc.size(); ++i) {
+    const std::string name = nc[i].first;
+    const torch::Tensor& c = nc[i].second;
+    const torch::Tensor& p = np[i].second;
+    if (name == "perm_mask" || name == "target_mapping") {
+      EXPECT_EQ(c.scalar_type(), torch::kBool) << name;
+      EXPECT_EQ(p.scalar_type(), torch::kFloat) << name;
+      EXPECT_TRUE(torch::equal(c.to(p.scalar_type()), p)) << name;
+    } else {
+      EXPECT_TRUE(torch::equal(c, p)) << name;
+    }
+  }
+}
+
 }  // namespace xlnet::data::testing

@@ -256,6 +256,45 @@ TEST(TwoStreamTest, TargetQueryStreamEqualsAllPositionQueryStream) {
   }
 }
 
+// A compact batch's bool perm_mask and target_mapping (what the pretraining
+// units feed, SamplerOptions::compact_masks) give the float masks' outputs
+// and gradients bit for bit: with and without attention_mask, a padding
+// target and memory, over the P targets and over all positions.
+TEST(TwoStreamTest, BoolMasksEqualFloatMasks) {
+  auto model = MakeRandomModel(TinyConfig(), 21);
+  model->eval();
+  const auto run = [&](const XLNetInputs& x, bool all_positions) {
+    model->zero_grad();
+    auto out = model->forward(x, {true, all_positions});
+    out.logits.pow(2).sum().backward();
+    std::vector<torch::Tensor> got = {out.logits.detach()};
+    for (const auto& param : model->parameters()) {
+      got.push_back(param.grad().defined() ? param.grad().clone()
+                                           : torch::Tensor());
+    }
+    return got;
+  };
+  for (bool attention_mask : {true, false}) {
+    for (bool all_positions : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "attention_mask " << attention_mask
+                                        << ", all positions " << all_positions);
+      auto x = MakePlmInputs(2, 11, 4, 50, {3, 0}, 22);
+      x.target_mapping[1][3].zero_();
+      x.mems = {torch::randn({4, 2, 32}), torch::randn({4, 2, 32})};
+      if (!attention_mask) x.attention_mask = torch::Tensor();
+      XLNetInputs compact = x;
+      compact.perm_mask = x.perm_mask.to(torch::kBool);
+      compact.target_mapping = x.target_mapping.to(torch::kBool);
+      const auto a = run(x, all_positions), b = run(compact, all_positions);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].defined(), b[i].defined()) << i;
+        if (a[i].defined()) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------ memory
 
 TEST(MemoryTest, SegmentsWithMemoryEqualOnePassCausal) {
