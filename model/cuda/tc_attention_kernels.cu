@@ -7,7 +7,8 @@
 // DqKernel per (64 query rows, batch x head) over all key tiles, both
 // recomputing the probabilities from the forward's log-sum-exp and reading
 // its dropout decisions as bits (each Philox block is drawn once, in the
-// forward). Masks and segment flags arrive as bits (PackBits: two 32-bit
+// forward, or with kPendingKernels in DrawKeepKernel just before it).
+// Masks and segment flags arrive as bits (PackBits: two 32-bit
 // words a row and tile, not a byte a score), the position term through
 // shared-memory windows of bd at each row's shift. B fragments of shared
 // tiles come through ldmatrix.
@@ -511,6 +512,11 @@ __device__ __forceinline__ void Zero(float c[kBlocks][4]) {
   for (int n = 0; n < kBlocks; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.f;
 }
 
+// Whether the forward reads its dropout decisions as keep words drawn
+// before it (DrawKeepKernel) rather than drawing them between its
+// products and writing the words for the backward; the same decisions.
+constexpr bool kDrawnKeep = kPendingKernels;
+
 // Dropout's draw threshold (0: no dropout) and the kept values' scale.
 struct Dropout {
   uint32_t threshold = 0;
@@ -791,7 +797,9 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
 
   const int64_t bh = blockIdx.y;
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  KeyTiles<T, kDh> tiles(smem, p, bh, i0, /*keep=*/false);  // rows: queries
+  // With kDrawnKeep the keep words come with each key tile's other words.
+  const bool read_keep = kDrawnKeep && p.dropout > 0;
+  KeyTiles<T, kDh> tiles(smem, p, bh, i0, read_keep);  // rows: queries
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int klen = static_cast<int>(p.klen), rlen = static_cast<int>(p.rlen);
@@ -883,10 +891,28 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
       uint32_t mine = 0;  // this lane's draws, a byte a pair of n-blocks
       uint32_t pair[2][2];
       static_assert(kKeyBlocks % 2 == 0, "n-blocks in pairs");
+      // The drawn keep words, read here rather than with the mask words so
+      // that they take no registers through the score product.
+      uint2 drawn[2] = {make_uint2(~0u, ~0u), make_uint2(~0u, ~0u)};
+      if (read_keep) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          drawn[u] = *reinterpret_cast<const uint2*>(
+              tiles.Words(buf) + (warp * 16 + g + 8 * u) * kWordsLd + 4);
+        }
+      }
 #pragma unroll
       for (int n = 0; n < kKeyBlocks; ++n) {
         uint32_t keep[2] = {~0u, ~0u};
-        if (drop.threshold != 0) {
+        if (kDrawnKeep) {
+          // Bits j, j + 1 (j = 8 n + 2 t) of the tile's words, as PairKeep
+          // gives them.
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            keep[u] =
+                (n < 4 ? drawn[u].x : drawn[u].y) >> (8 * (n % 4) + 2 * t);
+          }
+        } else if (drop.threshold != 0) {
           if (n % 2 == 0) {
             mine |= PairKeep(pair, p, rows, bh, j0, n / 2, lane, klen,
                              drop.threshold)
@@ -906,7 +932,7 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
           s[n][e] = pr;
         }
       }
-      if (drop.threshold != 0 && p.keep != nullptr) {
+      if (!kDrawnKeep && drop.threshold != 0 && p.keep != nullptr) {
         const uint2 words = KeepWords(mine, t);
         const bool live = t & 1 ? rows.live[1] : rows.live[0];
         if (t < 2 && live) {  // lane t writes row t's words
@@ -1711,6 +1737,39 @@ __host__ __device__ constexpr size_t DkDvSharedBytes() {
               : 0);
 }
 
+// The forward's dropout decisions drawn before it (kDrawnKeep): every
+// row's keep words, word w of row r of bh holding keys 32 w .. 32 w + 31
+// (bit i: key 32 w + i kept), 8 keys a Philox block (AttentionKeepBits8)
+// and blocks from klen on all kept, the bits ForwardKernel's own draws
+// give (PairKeep, KeepWords). One thread a 64-key tile of a row: 8 blocks,
+// one 8-byte store. The draws are integer work that the forward, with 2-3
+// warps a scheduler waiting on its products, issued between them; here
+// every warp of a full SM draws.
+__global__ void __launch_bounds__(256)
+    DrawKeepKernel(const Params p, uint32_t threshold) {
+  const int64_t pairs = BitWords(p.klen) / 2;  // 64-key tiles a row
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.b * p.h * p.lq * pairs) return;
+  const int64_t tile = i % pairs, rows = i / pairs;  // rows = bh * lq + r
+  const int64_t r = rows % p.lq, bh = rows / p.lq;
+  uint32_t w[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    w[x] = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t block = tile * kBlockKeys + 32 * x + 8 * k;
+      const uint32_t bits =
+          block < p.klen
+              ? AttentionKeepBits8(p.seed, p.offset, bh, r, block, threshold)
+              : 0xFFu;
+      w[x] |= bits << (8 * k);
+    }
+  }
+  *reinterpret_cast<uint2*>(p.keep + rows * 2 * pairs + 2 * tile) =
+      make_uint2(w[0], w[1]);
+}
+
 template <typename Kernel>
 cudaError_t LaunchWithShared(Kernel kernel, dim3 grid, size_t bytes,
                              const Params& p, cudaStream_t stream) {
@@ -1750,6 +1809,20 @@ cudaError_t Launch(const Params& p, cudaStream_t stream) {
   auto* forward = ForwardKernel<T, kDh>;
   if constexpr (kPendingKernels) {
     if (p.bd == nullptr) forward = ForwardProductsKernel<T, kDh>;
+  }
+  if constexpr (kDrawnKeep) {
+    // Whenever the forward reads the words (dropout > 0), so that it never
+    // reads unwritten ones.
+    if (p.dropout > 0) {
+      const uint32_t threshold = AttentionKeepThreshold(p.dropout);
+      constexpr int kBlock = 256;
+      const int64_t threads = p.b * p.h * p.lq * (BitWords(p.klen) / 2);
+      const auto blocks =
+          static_cast<unsigned>((threads + kBlock - 1) / kBlock);
+      XLNET_LAUNCH(DrawKeepKernel, blocks, kBlock, 0, stream, p, threshold);
+      const cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) return e;
+    }
   }
   return LaunchWithShared(forward, grid, SharedBytes<T, kDh>(), p, stream);
 }
@@ -1842,7 +1915,8 @@ cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream) {
 
 cudaError_t Forward(const Params& p, cudaStream_t stream) {
   if (!ValidShapes(p) || !Aligned(p.out_layout, p.out) ||
-      (p.bd == nullptr && !ProductsFromQr(p))) {
+      (p.bd == nullptr && !ProductsFromQr(p)) ||
+      (kDrawnKeep && p.dropout > 0 && p.keep == nullptr)) {
     return cudaErrorInvalidValue;
   }
   if (p.lq == 0 || p.b * p.h == 0) return cudaSuccess;

@@ -74,7 +74,9 @@ struct Params {
   uint64_t seed = 0, offset = 0;
   // The dropout decisions, [B, H, Lq, kw] words, bit j % 32 of word j / 32
   // set where key j's probability is kept: Forward writes them when not
-  // null (and dropout > 0); Backward reads them (required with dropout).
+  // null (and dropout > 0; with XLNET_CUDA_PENDING a draw kernel writes
+  // them and the forward reads them, so then they are required with
+  // dropout); Backward reads them (required with dropout).
   // 1 bit a score: 22 MB a layer's content stream at the base preset.
   uint32_t* keep = nullptr;
   // Forward outputs: out [B, H, Lq, Dh]; lse [B, H, Lq] fp32, each row's
