@@ -1720,11 +1720,55 @@ __global__ void RowDotsKernel(const Params p, float* dd) {
                   MatrixAt(p.dout_layout, bh, p.h) + i * p.dout_layout.t;
   const T* out = static_cast<const T*>(p.out) +
                  MatrixAt(p.out_layout, bh, p.h) + i * p.out_layout.t;
-  float s = ToF(dout[2 * lane]) * ToF(out[2 * lane]) +
-            ToF(dout[2 * lane + 1]) * ToF(out[2 * lane + 1]);
+  // fmaf: what nvcc makes of the plain expression, written out so that the
+  // CPU emulation rounds as the GPU does.
+  float s = fmaf(ToF(dout[2 * lane]), ToF(out[2 * lane]),
+                 ToF(dout[2 * lane + 1]) * ToF(out[2 * lane + 1]));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (lane == 0) dd[row] = s;
+}
+
+// RowDotsKernel's sums by 16-byte loads (with kPendingKernels): 8 lanes a
+// row, lane m holding the element pairs 4 m .. 4 m + 3 (one load of each
+// operand), a block 32 rows of one (batch x head), no 64-bit division a
+// row. The pairs are added in RowDotsKernel's order, so the bits are its
+// bits: across the lanes over bits 4, 3 and 2 of the pair's index (lane
+// bits 2, 1, 0), then within the lane over bits 1 and 0.
+constexpr int kRowDotsLanes = 8;
+constexpr int kRowDotsRows = 32;  // rows a block
+
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kRowDotsLanes* kRowDotsRows)
+    RowDotsWideKernel(const Params p, float* dd) {
+  static_assert(kDh == 8 * kRowDotsLanes, "8 elements a lane");
+  const int64_t bh = blockIdx.y;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowDotsRows +
+                      threadIdx.x / kRowDotsLanes;
+  const int m = threadIdx.x % kRowDotsLanes;
+  // Every lane stays for the shuffles; rows past Lq read row Lq - 1.
+  const bool live = row < p.lq;
+  const int64_t i = live ? row : p.lq - 1;
+  const uint4 dv = *reinterpret_cast<const uint4*>(
+      static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h) +
+      i * p.dout_layout.t + 8 * m);
+  const uint4 ov = *reinterpret_cast<const uint4*>(
+      static_cast<const T*>(p.out) + MatrixAt(p.out_layout, bh, p.h) +
+      i * p.out_layout.t + 8 * m);
+  const T* d = reinterpret_cast<const T*>(&dv);
+  const T* o = reinterpret_cast<const T*>(&ov);
+  float q[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    q[k] = fmaf(ToF(d[2 * k]), ToF(o[2 * k]),
+                ToF(d[2 * k + 1]) * ToF(o[2 * k + 1]));
+  }
+#pragma unroll
+  for (int x = kRowDotsLanes / 2; x > 0; x >>= 1) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) q[k] += __shfl_xor_sync(0xffffffffu, q[k], x);
+  }
+  if (live && m == 0) dd[bh * p.lq + row] = (q[0] + q[2]) + (q[1] + q[3]);
 }
 
 // Shared memory of DkDvKernel: two buffers (and, with kPendingKernels, two
@@ -1827,6 +1871,26 @@ cudaError_t Launch(const Params& p, cudaStream_t stream) {
   return LaunchWithShared(forward, grid, SharedBytes<T, kDh>(), p, stream);
 }
 
+template <typename T, int kDh>
+cudaError_t LaunchRowDots(const Params& p, float* dd, cudaStream_t stream) {
+  if constexpr (kPendingKernels) {
+    if (p.b * p.h > 65535) return cudaErrorInvalidValue;  // grid.y
+    const dim3 grid(
+        static_cast<unsigned>((p.lq + kRowDotsRows - 1) / kRowDotsRows),
+        static_cast<unsigned>(p.b * p.h));
+    auto* wide = RowDotsWideKernel<T, kDh>;
+    XLNET_LAUNCH(wide, grid, kRowDotsLanes * kRowDotsRows, 0, stream, p, dd);
+    return cudaGetLastError();
+  }
+  constexpr int kRowsABlock = 8;
+  const int64_t rows = p.b * p.h * p.lq;
+  const auto blocks =
+      static_cast<unsigned>((rows + kRowsABlock - 1) / kRowsABlock);
+  auto* kernel = RowDotsKernel<T, kDh>;
+  XLNET_LAUNCH(kernel, blocks, kRowsABlock * 32, 0, stream, p, dd);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t PackBits(const uint8_t* src, int64_t sb, int64_t si, int64_t sj,
@@ -1901,16 +1965,10 @@ cudaError_t RowDots(const Params& p, float* dd, cudaStream_t stream) {
       !Aligned(p.out_layout, p.out)) {
     return cudaErrorInvalidValue;
   }
-  const int64_t rows = p.b * p.h * p.lq;
-  if (rows == 0) return cudaSuccess;
-  constexpr int kRowsABlock = 8;
-  const auto blocks =
-      static_cast<unsigned>((rows + kRowsABlock - 1) / kRowsABlock);
-  const auto kernel = p.dtype == DType::kHalf
-                          ? RowDotsKernel<__half, 64>
-                          : RowDotsKernel<__nv_bfloat16, 64>;
-  XLNET_LAUNCH(kernel, blocks, kRowsABlock * 32, 0, stream, p, dd);
-  return cudaGetLastError();
+  if (p.b * p.h * p.lq == 0) return cudaSuccess;
+  return p.dtype == DType::kHalf
+             ? LaunchRowDots<__half, 64>(p, dd, stream)
+             : LaunchRowDots<__nv_bfloat16, 64>(p, dd, stream);
 }
 
 cudaError_t Forward(const Params& p, cudaStream_t stream) {
