@@ -289,7 +289,9 @@ TEST(TwoStreamTest, BoolMasksEqualFloatMasks) {
       ASSERT_EQ(a.size(), b.size());
       for (size_t i = 0; i < a.size(); ++i) {
         ASSERT_EQ(a[i].defined(), b[i].defined()) << i;
-        if (a[i].defined()) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+        if (a[i].defined()) {
+          EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+        }
       }
     }
   }
