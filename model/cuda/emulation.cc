@@ -474,6 +474,12 @@ void EmulatedCopyAsync(void* dst, const void* src, int size, int valid) {
   }
 }
 
+void EmulatedCheckAligned(const void* p, int bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) != 0) {
+    Fail("misaligned %d-byte access at %p", bytes, p);
+  }
+}
+
 void EmulatedCopyWaitAll() {
   Fiber& f = Running();
   for (const auto& c : f.copies) Apply(c);

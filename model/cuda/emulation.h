@@ -228,6 +228,11 @@ void EmulatedLoadMatrices(bool trans, uint32_t r[4], unsigned row);
 void EmulatedCopyAsync(void* dst, const void* src, int size, int valid);
 void EmulatedCopyWaitAll();
 
+// A `bytes`-wide access (2, 4, 8 or 16 bytes) of global or shared memory
+// at p: fails the launch unless p is a multiple of `bytes`, where the GPU
+// faults with a misaligned address.
+void EmulatedCheckAligned(const void* p, int bytes);
+
 // The shared-state-space address of p (its offset in the block's shared
 // memory), as __cvta_generic_to_shared gives it.
 size_t SharedAddressOf(const void* p);

@@ -62,7 +62,7 @@ template <typename T>
 __device__ __forceinline__ void Load4(const T* row, int64_t c0, int64_t cols,
                                       bool vec, float* out) {
   if (vec) {
-    const Pack4<T> p = *reinterpret_cast<const Pack4<T>*>(row + c0);
+    const Pack4<T> p = *XLNET_VECTOR_AT(const Pack4<T>, row + c0);
 #pragma unroll
     for (int t = 0; t < 4; ++t) out[t] = ToFloat(p.v[t]);
   } else {
@@ -79,7 +79,7 @@ __device__ __forceinline__ void Store4(T* row, int64_t c0, int64_t cols,
     Pack4<T> p;
 #pragma unroll
     for (int t = 0; t < 4; ++t) p.v[t] = FromFloat<T>(in[t]);
-    *reinterpret_cast<Pack4<T>*>(row + c0) = p;
+    *XLNET_VECTOR_AT(Pack4<T>, row + c0) = p;
   } else {
 #pragma unroll
     for (int t = 0; t < 4; ++t)

@@ -108,7 +108,7 @@ __device__ __forceinline__ void Mma(float c[4], const uint32_t a[4],
 }
 
 __device__ __forceinline__ uint32_t Load32(const void* p) {
-  return *static_cast<const uint32_t*>(p);
+  return *XLNET_VECTOR_AT(const uint32_t, p);
 }
 
 // 32 bits of global memory that no thread writes while the kernel runs,
@@ -578,18 +578,18 @@ __device__ __forceinline__ Words LoadWords(const Params& p, const Rows& rows,
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const uint32_t* row = tile + (warp * 16 + g + 8 * u) * kWordsLd;
-    const uint2 wb = *reinterpret_cast<const uint2*>(row);
+    const uint2 wb = *XLNET_VECTOR_AT(const uint2, row);
     w.blocked[u][0] = rows.live[u] ? wb.x : ~0u;
     w.blocked[u][1] = rows.live[u] ? wb.y : ~0u;
     w.other[u][0] = w.other[u][1] = 0;
     if (p.other != nullptr) {
-      const uint2 wo = *reinterpret_cast<const uint2*>(row + 2);
+      const uint2 wo = *XLNET_VECTOR_AT(const uint2, row + 2);
       w.other[u][0] = wo.x;
       w.other[u][1] = wo.y;
     }
     w.keep[u][0] = w.keep[u][1] = ~0u;
     if (keep) {
-      const uint2 wk = *reinterpret_cast<const uint2*>(row + 4);
+      const uint2 wk = *XLNET_VECTOR_AT(const uint2, row + 4);
       w.keep[u][0] = wk.x;
       w.keep[u][1] = wk.y;
     }
@@ -755,7 +755,7 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const BdOperands<T>& ops,
     const int c = c0 + 8 * n;
     uint4 k[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
     if (static_cast<unsigned>(c) < static_cast<unsigned>(rlen)) {
-      const auto* src = reinterpret_cast<const uint4*>(kr);
+      const auto* src = XLNET_VECTOR_AT(const uint4, kr);
       k[0] = src[0];
       k[1] = src[1];
     }
@@ -764,9 +764,8 @@ __device__ __forceinline__ void FusedBd(T* bd_tile, const BdOperands<T>& ops,
     for (int kk = 0; kk < kDh / 16; ++kk) {
       Mma<T>(acc, a[kk], Word(k, 2 * kk), Word(k, 2 * kk + 1));
     }
-    *reinterpret_cast<uint32_t*>(d + 8 * n) = Pack<T>(acc[0], acc[1]);
-    *reinterpret_cast<uint32_t*>(d + 8 * kBdLd + 8 * n) =
-        Pack<T>(acc[2], acc[3]);
+    *XLNET_VECTOR_AT(uint32_t, d + 8 * n) = Pack<T>(acc[0], acc[1]);
+    *XLNET_VECTOR_AT(uint32_t, d + 8 * kBdLd + 8 * n) = Pack<T>(acc[2], acc[3]);
   }
   __syncwarp();
 }
@@ -897,7 +896,8 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
       if (read_keep) {
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
-          drawn[u] = *reinterpret_cast<const uint2*>(
+          drawn[u] = *XLNET_VECTOR_AT(
+              const uint2,
               tiles.Words(buf) + (warp * 16 + g + 8 * u) * kWordsLd + 4);
         }
       }
@@ -937,7 +937,7 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
         const bool live = t & 1 ? rows.live[1] : rows.live[0];
         if (t < 2 && live) {  // lane t writes row t's words
           const int row = t & 1 ? rows.row[1] : rows.row[0];
-          *reinterpret_cast<uint2*>(p.keep + (bh * p.lq + row) * kw + j0 / 32) =
+          *XLNET_VECTOR_AT(uint2, p.keep + (bh * p.lq + row) * kw + j0 / 32) =
               words;
         }
       }
@@ -967,7 +967,7 @@ __device__ __forceinline__ void ForwardBody(const Params p) {
     }
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
-      *reinterpret_cast<uint32_t*>(out + row * p.out_layout.t + n * 8 + 2 * t) =
+      *XLNET_VECTOR_AT(uint32_t, out + row * p.out_layout.t + n * 8 + 2 * t) =
           Pack<T>(o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
     }
   }
@@ -1029,17 +1029,18 @@ __device__ void SetUpRows(RowTerms* rows_s, int64_t* win_s, const Params& p,
   SegTerms<T>(p, bh, rr, &x.same, &x.other);
   const int64_t pos = p.pos ? p.pos[b * p.lq + rr] : rr;
   const uint64_t in_range = InRange(p, j0 + p.qlen - pos);
-  const uint2 wb = *reinterpret_cast<const uint2*>(
+  const uint2 wb = *XLNET_VECTOR_AT(
+      const uint2,
       p.blocked + ((p.blocked_b == 1 ? 0 : b) * p.lq + rr) * kw + j0 / 32);
   uint2 wo = make_uint2(0, 0);
   if (p.other != nullptr) {
-    wo = *reinterpret_cast<const uint2*>(p.other + (b * p.lq + rr) * kw +
-                                         j0 / 32);
+    wo =
+        *XLNET_VECTOR_AT(const uint2, p.other + (b * p.lq + rr) * kw + j0 / 32);
   }
   uint2 wk = make_uint2(~0u, ~0u);
   if (threshold != 0) {
-    wk = *reinterpret_cast<const uint2*>(p.keep + (bh * p.lq + rr) * kw +
-                                         j0 / 32);
+    wk =
+        *XLNET_VECTOR_AT(const uint2, p.keep + (bh * p.lq + rr) * kw + j0 / 32);
   }
   x.bits[0] = make_uint4(wk.x, live ? wb.x : ~0u, wo.x,
                          static_cast<uint32_t>(in_range));
@@ -1157,7 +1158,7 @@ __device__ __forceinline__ void DkDvTile(const DkDvBuffer<T, kDh>& buf,
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const RowTerms& row = buf.rows[n * 8 + 2 * t + (e & 1)];
-      const float4 terms = *reinterpret_cast<const float4*>(&row.lse);
+      const float4 terms = *XLNET_VECTOR_AT(const float4, &row.lse);
       const uint4 bits = row.bits[word];
       const int jj = warp * 16 + g + 8 * (e / 2);
       const uint32_t mask = 1u << (jj % 32);
@@ -1313,9 +1314,9 @@ __device__ __forceinline__ void DkDvBody(const Params& p) {
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
       const int64_t at = n * 8 + 2 * t;
-      *reinterpret_cast<uint32_t*>(dk_out + key * p.dk_layout.t + at) =
+      *XLNET_VECTOR_AT(uint32_t, dk_out + key * p.dk_layout.t + at) =
           Pack<T>(dk[n][2 * u] * p.scale, dk[n][2 * u + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv_out + key * p.dv_layout.t + at) =
+      *XLNET_VECTOR_AT(uint32_t, dv_out + key * p.dv_layout.t + at) =
           Pack<T>(dv[n][2 * u], dv[n][2 * u + 1]);
     }
   }
@@ -1337,8 +1338,10 @@ __device__ __forceinline__ void ZeroRange(T* d, int64_t n, int lane) {
   const int64_t head = min(n, misaligned);
   if (lane < head) d[lane] = FromF<T>(0.f);
   const int64_t pieces = (n - head) / 8;
-  uint4* v = reinterpret_cast<uint4*>(d + head);
-  for (int64_t q = lane; q < pieces; q += 32) v[q] = make_uint4(0, 0, 0, 0);
+  uint4* v = reinterpret_cast<uint4*>(d + head);  // aligned where pieces > 0
+  for (int64_t q = lane; q < pieces; q += 32) {
+    *XLNET_VECTOR_AT(uint4, v + q) = make_uint4(0, 0, 0, 0);
+  }
   const int64_t tail = head + pieces * 8;
   if (tail + lane < n) d[tail + lane] = FromF<T>(0.f);
 }
@@ -1357,7 +1360,7 @@ template <typename T>
 __device__ __forceinline__ void StorePiece(T* dst, const uint4& v, int col,
                                            int n) {
   if (col >= 0 && col + 8 <= n) {
-    *reinterpret_cast<uint4*>(dst) = v;
+    *XLNET_VECTOR_AT(uint4, dst) = v;
     return;
   }
   const T* e = reinterpret_cast<const T*>(&v);
@@ -1541,12 +1544,12 @@ __device__ __forceinline__ void DqBody(const Params p) {
             if (odd[u]) {
               const float before = t == 0 ? carry[u] : left;  // column c - 1
               if (c < rlen) {
-                *reinterpret_cast<uint32_t*>(at - 1) = Pack<T>(before, lo);
+                *XLNET_VECTOR_AT(uint32_t, at - 1) = Pack<T>(before, lo);
               } else if (c - 1 < rlen) {
                 at[-1] = FromF<T>(before);
               }
             } else if (c + 1 < rlen) {
-              *reinterpret_cast<uint32_t*>(at) = Pack<T>(lo, hi);
+              *XLNET_VECTOR_AT(uint32_t, at) = Pack<T>(lo, hi);
             } else if (c < rlen) {
               at[0] = FromF<T>(lo);
             }
@@ -1558,7 +1561,7 @@ __device__ __forceinline__ void DqBody(const Params p) {
         T* const stage = tiles.bd + buf * kBlockRows * kBdLd;
         T* const stage_row = stage + (warp * 16 + piece_row) * kBdLd;
         __syncwarp();  // the warp's scores have read its bd rows
-        if (piece_half == 1) *reinterpret_cast<uint4*>(stage_row) = held;
+        if (piece_half == 1) *XLNET_VECTOR_AT(uint4, stage_row) = held;
         __syncwarp();
 #pragma unroll
         for (int n = 0; n < kKeyBlocks; ++n) {
@@ -1575,12 +1578,12 @@ __device__ __forceinline__ void DqBody(const Params p) {
           for (int q = 0; q < 4; ++q) {
             const int piece = 4 * piece_half + q;
             StorePiece(piece_dst + j0 + 8 * piece,
-                       *reinterpret_cast<const uint4*>(stage_row + 8 * piece),
+                       *XLNET_VECTOR_AT(const uint4, stage_row + 8 * piece),
                        piece_col + j0 + 8 * piece, rlen);
           }
         }
         if (piece_half == 1) {
-          held = *reinterpret_cast<const uint4*>(stage_row + 8 * 8);
+          held = *XLNET_VECTOR_AT(const uint4, stage_row + 8 * 8);
         }
       }
       ProductAcc<T, kDh>(dq, s, k_s, lane);  // dqw += dS k
@@ -1609,7 +1612,7 @@ __device__ __forceinline__ void DqBody(const Params p) {
     if (rows.live[u] && odd[u] && t == 3) {
       T* at = dbd + static_cast<int64_t>(rows.row[u]) * p.rlen + c;
       if (c + 1 < rlen) {
-        *reinterpret_cast<uint32_t*>(at) = Pack<T>(carry[u], 0.f);
+        *XLNET_VECTOR_AT(uint32_t, at) = Pack<T>(carry[u], 0.f);
       } else if (c < rlen) {
         at[0] = FromF<T>(carry[u]);
       }
@@ -1645,7 +1648,7 @@ __device__ __forceinline__ void DqBody(const Params p) {
     const int64_t row = rows.row[u];
 #pragma unroll
     for (int n = 0; n < kOutBlocks; ++n) {
-      *reinterpret_cast<uint32_t*>(dqw + row * p.dqw_layout.t + n * 8 + 2 * t) =
+      *XLNET_VECTOR_AT(uint32_t, dqw + row * p.dqw_layout.t + n * 8 + 2 * t) =
           Pack<T>(dq[n][2 * u] * p.scale, dq[n][2 * u + 1] * p.scale);
     }
     if (p.dseg != nullptr && t == 0) {
@@ -1749,12 +1752,14 @@ __global__ void __launch_bounds__(kRowDotsLanes* kRowDotsRows)
   // Every lane stays for the shuffles; rows past Lq read row Lq - 1.
   const bool live = row < p.lq;
   const int64_t i = live ? row : p.lq - 1;
-  const uint4 dv = *reinterpret_cast<const uint4*>(
-      static_cast<const T*>(p.dout) + MatrixAt(p.dout_layout, bh, p.h) +
-      i * p.dout_layout.t + 8 * m);
-  const uint4 ov = *reinterpret_cast<const uint4*>(
-      static_cast<const T*>(p.out) + MatrixAt(p.out_layout, bh, p.h) +
-      i * p.out_layout.t + 8 * m);
+  const uint4 dv =
+      *XLNET_VECTOR_AT(const uint4, static_cast<const T*>(p.dout) +
+                                        MatrixAt(p.dout_layout, bh, p.h) +
+                                        i * p.dout_layout.t + 8 * m);
+  const uint4 ov =
+      *XLNET_VECTOR_AT(const uint4, static_cast<const T*>(p.out) +
+                                        MatrixAt(p.out_layout, bh, p.h) +
+                                        i * p.out_layout.t + 8 * m);
   const T* d = reinterpret_cast<const T*>(&dv);
   const T* o = reinterpret_cast<const T*>(&ov);
   float q[4];
@@ -1810,7 +1815,7 @@ __global__ void __launch_bounds__(256)
       w[x] |= bits << (8 * k);
     }
   }
-  *reinterpret_cast<uint2*>(p.keep + rows * 2 * pairs + 2 * tile) =
+  *XLNET_VECTOR_AT(uint2, p.keep + rows * 2 * pairs + 2 * tile) =
       make_uint2(w[0], w[1]);
 }
 

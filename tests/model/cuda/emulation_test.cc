@@ -4,13 +4,17 @@
 // that end with an error instead of hanging: lanes of a warp at different
 // operations, a lane that returned before a warp-wide operation, a barrier
 // some threads never reach, dynamic shared memory the kernel did not opt
-// into.
+// into, a vector access at a misaligned address.
 #include "model/cuda/emulation.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
+
+// device.h as the kernel sources see it when compiled for the CPU.
+#define XLNET_CUDA_EMULATION 1
+#include "model/cuda/device.h"
 
 namespace {
 
@@ -261,6 +265,22 @@ TEST(CudaEmulationTest, BrokenLaunchesEndWithAnError) {
       cuda_emulation::EmulatedCopyAsync(smem, zeros, 16, 16);
   });
   EXPECT_EQ(error, cudaErrorLaunchFailure);
+  // A vector access at an address that is not a multiple of its size (the
+  // GPU faults); 8 bytes at an 8-byte boundary is fine.
+  alignas(16) static uint32_t words[8] = {};
+  error = cuda_emulation::Launch(dim3(1), dim3(32), 0, [&] {
+    *XLNET_VECTOR_AT(uint2, words + 2) = make_uint2(1, 2);
+  });
+  EXPECT_EQ(error, cudaSuccess) << cuda_emulation::LastLaunchMessage();
+  EXPECT_EQ(words[3], 2u);
+  error = cuda_emulation::Launch(dim3(1), dim3(32), 0, [&] {
+    *XLNET_VECTOR_AT(uint4, words + 2) = make_uint4(1, 2, 3, 4);
+  });
+  EXPECT_EQ(error, cudaErrorLaunchFailure);
+  EXPECT_NE(cuda_emulation::LastLaunchMessage().find("misaligned 16-byte"),
+            std::string::npos)
+      << cuda_emulation::LastLaunchMessage();
+  EXPECT_EQ(words[5], 0u);  // nothing written
   // And a good launch after them all.
   error = cuda_emulation::Launch(dim3(2), dim3(32), 0, [] {});
   EXPECT_EQ(error, cudaSuccess);
