@@ -14,7 +14,9 @@
 namespace xlnet::testing {
 
 // One call of the fused op (model/attention.h's FusedRelativeAttention),
-// all floating tensors in the kernels' dtype (bf16 or fp16), contiguous.
+// all floating tensors in the kernels' dtype (bf16 or fp16); the
+// [B, H, T, 64] ones at any batch, head and row strides (multiples of 8)
+// with rows of 64 contiguous elements, as the kernels' Layout takes them.
 struct TcInputs {
   torch::Tensor qw, qr;     // [B, H, Lq, 64]
   torch::Tensor k, v;       // [B, H, K, 64]
