@@ -85,7 +85,16 @@ absl::StatusOr<std::string> StopStepProfile(int64_t steps, int top,
         total_us > 0 ? 100 * rows[i].second.first / total_us : 0.0,
         static_cast<int64_t>(rows[i].second.second / per), name);
   }
-  if (!trace_path.empty()) result->save(trace_path);
+  if (!trace_path.empty()) {
+    // The table stands without the trace (LibTorch builds without Kineto,
+    // e.g. Debian's, cannot save one).
+    try {
+      result->save(trace_path);
+    } catch (const c10::Error& e) {
+      out += absl::StrFormat("trace not written to %s: %s\n", trace_path,
+                             e.what_without_backtrace());
+    }
+  }
   return out;
 }
 

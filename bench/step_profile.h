@@ -18,7 +18,8 @@ absl::Status StartStepProfile(const torch::Device& device);
 // Ends the profiler started by StartStepProfile and returns a table of the
 // `top` names with the most time per step (device kernels on CUDA, CPU
 // operators otherwise) and the share of the profiled total; writes the
-// Chrome trace to `trace_path` unless it is empty.
+// Chrome trace to `trace_path` unless it is empty (where LibTorch cannot,
+// the table's last line says why).
 absl::StatusOr<std::string> StopStepProfile(int64_t steps, int top,
                                             const std::string& trace_path);
 

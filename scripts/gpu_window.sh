@@ -26,7 +26,8 @@
 # built with -DXLNET_CUDA_PENDING=ON): phase B runs it after each new run,
 # named extra_*. XLNET_GPU_PROFILE="name:--set ...": phase B then also
 # profiles 2 steps of those settings with the new binaries and the extra
-# ones (per-kernel times, printed).
+# ones (per-kernel times, and by launching operator: bench/trace_ops.py,
+# printed).
 # XLNET_GPU_LIB: extra library folders (':'-separated) the binaries need
 # (e.g. Debian's absl, ICU, SentencePiece, yaml-cpp copied beside binaries
 # built elsewhere); LibTorch's own folder is taken from python3's torch.
@@ -265,11 +266,23 @@ phase_B() {
         [[ -n "$EXTRA_BIN" ]] || continue
         set_bin=$EXTRA_BIN
       fi
+      local trace=$OUT/B_profile_${set_name}_$name.trace.json
       bench_run "profile_${set_name}_$name" "$set_bin" "${args[@]}" \
-        --profile_steps 2 --profile_top 40
+        --profile_steps 2 --profile_top 40 --profile_trace "$trace"
       sed -n '/kernel\|operator/,$p' "$OUT/B_profile_${set_name}_$name.log" |
         head -60 > "$OUT/B_profile_${set_name}_$name.txt"
       cat "$OUT/B_profile_${set_name}_$name.txt"
+      # The same device time by the operator (and autograd node) that
+      # launched each kernel: which op makes the copies, adds and
+      # reductions. The trace itself is too large to bring back.
+      if [[ -f $trace ]]; then  # not where LibTorch lacks Kineto (Debian's)
+        timed "B trace_ops $set_name" run_logged \
+          "$OUT/B_profile_${set_name}_${name}_ops.txt" \
+          $PY bench/trace_ops.py "$trace" --steps 2 --top 60 --depth 3
+        check "B: trace_ops $set_name"
+        head -70 "$OUT/B_profile_${set_name}_${name}_ops.txt"
+        rm -f "$trace"
+      fi
     done
   fi
 }
