@@ -651,6 +651,7 @@ TEST(CudaAttentionTest, TensorCoreKernelsOnDrawnProblems) {
   }
   const char* env = std::getenv("XLNET_TC_RANDOM_PROBLEMS");
   const int n = env != nullptr ? std::atoi(env) : 24;
+  ASSERT_GT(n, 0) << "XLNET_TC_RANDOM_PROBLEMS=" << env;
   for (int i = 0; i < n; ++i) {
     const DrawnAttentionProblem d = DrawAttentionProblem(2000 + i);
     SCOPED_TRACE(d.name);

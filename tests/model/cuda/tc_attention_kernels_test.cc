@@ -285,6 +285,7 @@ RandomProblem MakeRandomProblem(uint64_t seed) {
 TEST(TcAttentionKernelsTest, RandomProblemsMatchTheCpuPath) {
   const char* env = std::getenv("XLNET_TC_RANDOM_PROBLEMS");
   const int n = env != nullptr ? std::atoi(env) : 24;
+  ASSERT_GT(n, 0) << "XLNET_TC_RANDOM_PROBLEMS=" << env;
   for (int i = 0; i < n; ++i) {
     const RandomProblem r = MakeRandomProblem(1000 + i);
     const DrawnAttentionProblem& d = r.d;
