@@ -1,18 +1,23 @@
 // Problems for the fused attention's kernel tests, shared by the emulated
 // tensor-core tests (cuda/tc_attention_kernels_test.cc) and the GPU ones
-// (tiled_attention_test.cc): fixed shapes (MakeAttentionProblem) and
-// problems drawn from a seed (DrawAttentionProblem).
+// (tiled_attention_test.cc): fixed shapes (MakeAttentionProblem), problems
+// drawn from a seed (DrawAttentionProblem) and the checks both apply.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "model/attention_types.h"
+#include "tests/model/test_util.h"
 
 namespace xlnet::testing {
 
@@ -136,6 +141,49 @@ inline DrawnAttentionProblem DrawAttentionProblem(uint64_t seed) {
       s.groups, s.seg, s.dropout, mask_kind, density, r.q_layout, r.kv_layout,
       r.out_layout, r.schedule, r.copies_at_issue);
   return r;
+}
+
+// How many drawn problems a test runs: XLNET_TC_RANDOM_PROBLEMS, default 24
+// (0 for a value that is not a positive number).
+inline int DrawnProblemCount() {
+  const char* env = std::getenv("XLNET_TC_RANDOM_PROBLEMS");
+  return env != nullptr ? std::max(std::atoi(env), 0) : 24;
+}
+
+// The output and the gradients of qw, qr, k, v, k_r and seg, in that order.
+inline constexpr const char* kAttentionOutputNames[] = {
+    "out", "dqw", "dqr", "dk", "dv", "dk_r", "dseg"};
+
+// Each of got finite and within tol of its reference's largest value. A
+// gradient that is zero in exact arithmetic (one key: the probability is 1
+// whatever the score) is rounding noise of ~1e-7 on both sides, so the
+// scale is at least 1e-3 (the inputs are of order 1).
+inline void ExpectWithinCpuPath(const std::vector<torch::Tensor>& got,
+                                const std::vector<torch::Tensor>& ref,
+                                double tol, const std::string& name) {
+  ASSERT_EQ(got.size(), ref.size()) << name;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const char* what = kAttentionOutputNames[i];
+    const auto g = got[i].to(torch::kFloat);
+    const double scale = std::max(ref[i].abs().max().item<double>(), 1e-3);
+    const double diff = MaxAbsDiff(g, ref[i]);
+    EXPECT_TRUE(torch::isfinite(g).all().item<bool>()) << name << " " << what;
+    EXPECT_LT(diff, tol * scale) << name << " " << what;
+    std::printf("[ diff     ] %s %s: max |got - cpu| %.3g (scale %.3g)\n",
+                name.c_str(), what, diff, scale);
+  }
+}
+
+// The drawn problem's fully masked row is zeros in out [B, H, Lq, Dh] (in
+// every sample where the mask is shared by the batch).
+inline void ExpectMaskedRowZero(const DrawnAttentionProblem& d,
+                                const torch::Tensor& out) {
+  if (d.masked_b < 0) return;
+  for (int64_t b = 0; b < d.shape.b; ++b) {
+    if (d.pr.bias.mask.size(0) > 1 && b != d.masked_b) continue;
+    EXPECT_EQ(out[b].select(1, d.masked_row).abs().max().item<float>(), 0.f)
+        << "sample " << b << " row " << d.masked_row;
+  }
 }
 
 }  // namespace xlnet::testing

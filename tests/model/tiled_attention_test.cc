@@ -14,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <tuple>
 
 #include "model/attention.h"
@@ -649,9 +648,8 @@ TEST(CudaAttentionTest, TensorCoreKernelsOnDrawnProblems) {
   if (!CudaTensorCoreAttentionCompiled() || !torch::cuda::is_available()) {
     GTEST_SKIP() << "no tensor-core attention kernels in this build or no GPU";
   }
-  const char* env = std::getenv("XLNET_TC_RANDOM_PROBLEMS");
-  const int n = env != nullptr ? std::atoi(env) : 24;
-  ASSERT_GT(n, 0) << "XLNET_TC_RANDOM_PROBLEMS=" << env;
+  const int n = testing::DrawnProblemCount();
+  ASSERT_GT(n, 0) << "XLNET_TC_RANDOM_PROBLEMS";
   for (int i = 0; i < n; ++i) {
     const DrawnAttentionProblem d = DrawAttentionProblem(2000 + i);
     SCOPED_TRACE(d.name);
@@ -666,22 +664,14 @@ TEST(CudaAttentionTest, TensorCoreKernelsOnDrawnProblems) {
     const auto cpu = run(torch::kCPU, torch::kFloat, false);
     const auto gpu = run(torch::kCUDA, d.dtype, false);
     const auto in_place = run(torch::kCUDA, d.dtype, true);
-    ASSERT_EQ(gpu.size(), cpu.size());
-    const double tol = d.dtype == torch::kHalf ? 0.01 : 0.03;
-    for (size_t t = 0; t < cpu.size(); ++t) {
-      const double scale = std::max(cpu[t].abs().max().item<double>(), 1e-3);
-      EXPECT_TRUE(torch::isfinite(gpu[t]).all().item<bool>()) << t;
-      EXPECT_LT(MaxAbsDiff(gpu[t], cpu[t]), tol * scale) << t;
-      EXPECT_TRUE(torch::equal(gpu[t], in_place[t])) << "in place " << t;
+    testing::ExpectWithinCpuPath(gpu, cpu,
+                                 d.dtype == torch::kHalf ? 0.01 : 0.03, "tc");
+    ASSERT_EQ(in_place.size(), gpu.size());
+    for (size_t t = 0; t < gpu.size(); ++t) {
+      EXPECT_TRUE(torch::equal(gpu[t], in_place[t]))
+          << "in place " << testing::kAttentionOutputNames[t];
     }
-    if (d.masked_b >= 0) {
-      for (int64_t b = 0; b < d.shape.b; ++b) {
-        if (d.pr.bias.mask.size(0) > 1 && b != d.masked_b) continue;
-        EXPECT_EQ(gpu[0][b].select(1, d.masked_row).abs().max().item<float>(),
-                  0.f)
-            << "sample " << b << " row " << d.masked_row;
-      }
-    }
+    testing::ExpectMaskedRowZero(d, gpu[0]);
   }
 }
 

@@ -14,9 +14,7 @@
 // every vector access checked for alignment.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -75,28 +73,6 @@ std::vector<torch::Tensor> Flat(const TcOutputs& o) {
   return r;
 }
 
-const char* kNames[] = {"out", "dqw", "dqr", "dk", "dv", "dk_r", "dseg"};
-
-// Each of got within tol of its reference's largest value, finite. A
-// gradient that is zero in exact arithmetic (one key: the probability is 1
-// whatever the score) is rounding noise of ~1e-7 on both sides, so the
-// scale is at least 1e-3 (the inputs are of order 1).
-void ExpectWithin(const std::vector<torch::Tensor>& got,
-                  const std::vector<torch::Tensor>& ref, double tol,
-                  const std::string& name) {
-  ASSERT_EQ(got.size(), ref.size()) << name;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const auto g = got[i].to(torch::kFloat);
-    const double scale = std::max(ref[i].abs().max().item<double>(), 1e-3);
-    const double diff = MaxAbsDiff(g, ref[i]);
-    EXPECT_TRUE(torch::isfinite(g).all().item<bool>())
-        << name << " " << kNames[i];
-    EXPECT_LT(diff, tol * scale) << name << " " << kNames[i];
-    std::printf("[ diff     ] %s %s: max |emulated - cpu| %.3g (scale %.3g)\n",
-                name.c_str(), kNames[i], diff, scale);
-  }
-}
-
 void ExpectMatchesCpuPath(const AttentionShape& s, uint64_t seed) {
   const AttentionProblem pr = MakeAttentionProblem(s, seed);
   const auto ref = Reference(pr);
@@ -108,7 +84,7 @@ void ExpectMatchesCpuPath(const AttentionShape& s, uint64_t seed) {
     const auto flat = Flat(got);
     ASSERT_EQ(flat.size(), ref.size());
     const double tol = dtype == torch::kHalf ? 0.01 : 0.03;
-    ExpectWithin(flat, ref, tol, name);
+    ExpectWithinCpuPath(flat, ref, tol, name);
     // Rows with every key masked are zeros, as on the CPU.
     EXPECT_EQ(got.out[0][0][1].abs().max().item<float>(), 0.f) << name;
     EXPECT_EQ(got.out[s.b - 1][0][s.lq - 1].abs().max().item<float>(), 0.f)
@@ -120,7 +96,7 @@ void ExpectMatchesCpuPath(const AttentionShape& s, uint64_t seed) {
     const auto pending_flat = Flat(pending);
     for (size_t i = 0; i < flat.size(); ++i) {
       EXPECT_TRUE(torch::equal(pending_flat[i], flat[i]))
-          << name << " pending " << kNames[i];
+          << name << " pending " << kAttentionOutputNames[i];
     }
     // The content stream's kernels computing its position products (the
     // pending kernels): bd rounded as cuBLAS rounds it, but summed in
@@ -130,8 +106,8 @@ void ExpectMatchesCpuPath(const AttentionShape& s, uint64_t seed) {
     fused_in.kernel_products = true;
     const TcOutputs fused = RunEmulatedTcKernelsPending(fused_in);
     ASSERT_EQ(fused.error, "") << name;
-    ExpectWithin(Flat(fused), ref, tol,
-                 std::string(name) + ", kernel products");
+    ExpectWithinCpuPath(Flat(fused), ref, tol,
+                        std::string(name) + ", kernel products");
     // The default kernels refuse to run without bd.
     EXPECT_NE(RunEmulatedTcKernels(fused_in).error, "") << name;
   }
@@ -188,17 +164,18 @@ TEST(TcAttentionKernelsTest, BasePresetGeometry) {
   TcInputs in = KernelInputs(pr, torch::kBFloat16);
   const TcOutputs got = RunEmulatedTcKernels(in);
   ASSERT_EQ(got.error, "");
-  ExpectWithin(Flat(got), ref, 0.03, "bf16");
+  ExpectWithinCpuPath(Flat(got), ref, 0.03, "bf16");
   const TcOutputs pending = RunEmulatedTcKernelsPending(in);
   ASSERT_EQ(pending.error, "");
   const auto a = Flat(got), b = Flat(pending);
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_TRUE(torch::equal(a[i], b[i])) << "pending " << kNames[i];
+    EXPECT_TRUE(torch::equal(a[i], b[i]))
+        << "pending " << kAttentionOutputNames[i];
   }
   in.kernel_products = true;
   const TcOutputs products = RunEmulatedTcKernelsPending(in);
   ASSERT_EQ(products.error, "");
-  ExpectWithin(Flat(products), ref, 0.03, "bf16, kernel products");
+  ExpectWithinCpuPath(Flat(products), ref, 0.03, "bf16, kernel products");
 }
 
 // The same bits whatever the order of the warps (each running alone to its
@@ -232,10 +209,11 @@ TEST(TcAttentionKernelsTest, ResultsDoNotDependOnWarpOrderOrCopyTiming) {
       ASSERT_EQ(products.error, "");
       const auto a = Flat(got), b = Flat(pending), c = Flat(products);
       for (size_t i = 0; i < a.size(); ++i) {
-        EXPECT_TRUE(torch::equal(a[i], ref[i])) << kNames[i];
-        EXPECT_TRUE(torch::equal(b[i], ref[i])) << "pending " << kNames[i];
+        EXPECT_TRUE(torch::equal(a[i], ref[i])) << kAttentionOutputNames[i];
+        EXPECT_TRUE(torch::equal(b[i], ref[i]))
+            << "pending " << kAttentionOutputNames[i];
         EXPECT_TRUE(torch::equal(c[i], products_ref[i]))
-            << "products " << kNames[i];
+            << "products " << kAttentionOutputNames[i];
       }
     }
   }
@@ -283,9 +261,8 @@ RandomProblem MakeRandomProblem(uint64_t seed) {
 // kernels' own position products within the bounds too. Every vector
 // access is checked for alignment (XLNET_VECTOR_AT).
 TEST(TcAttentionKernelsTest, RandomProblemsMatchTheCpuPath) {
-  const char* env = std::getenv("XLNET_TC_RANDOM_PROBLEMS");
-  const int n = env != nullptr ? std::atoi(env) : 24;
-  ASSERT_GT(n, 0) << "XLNET_TC_RANDOM_PROBLEMS=" << env;
+  const int n = DrawnProblemCount();
+  ASSERT_GT(n, 0) << "XLNET_TC_RANDOM_PROBLEMS";
   for (int i = 0; i < n; ++i) {
     const RandomProblem r = MakeRandomProblem(1000 + i);
     const DrawnAttentionProblem& d = r.d;
@@ -297,15 +274,8 @@ TEST(TcAttentionKernelsTest, RandomProblemsMatchTheCpuPath) {
     ASSERT_EQ(got.error, "");
     const auto flat = Flat(got);
     ASSERT_EQ(flat.size(), ref.size());
-    ExpectWithin(flat, ref, tol, "default");
-    if (d.masked_b >= 0) {
-      for (int64_t b = 0; b < r.in.qw.size(0); ++b) {
-        if (d.pr.bias.mask.size(0) > 1 && b != d.masked_b) continue;
-        EXPECT_EQ(got.out[b].select(1, d.masked_row).abs().max().item<float>(),
-                  0.f)
-            << "sample " << b << " row " << d.masked_row;
-      }
-    }
+    ExpectWithinCpuPath(flat, ref, tol, "default");
+    ExpectMaskedRowZero(d, got.out);
     TcInputs pending_in = r.in;
     pending_in.schedule = d.schedule;
     pending_in.copies_at_issue = d.copies_at_issue;
@@ -314,14 +284,14 @@ TEST(TcAttentionKernelsTest, RandomProblemsMatchTheCpuPath) {
     const auto pending_flat = Flat(pending);
     for (size_t t = 0; t < flat.size(); ++t) {
       EXPECT_TRUE(torch::equal(pending_flat[t], flat[t]))
-          << "pending " << kNames[t];
+          << "pending " << kAttentionOutputNames[t];
     }
     if (r.in.query_pos.defined()) continue;
     TcInputs products_in = pending_in;
     products_in.kernel_products = true;
     const TcOutputs products = RunEmulatedTcKernelsPending(products_in);
     ASSERT_EQ(products.error, "");
-    ExpectWithin(Flat(products), ref, tol, "kernel products");
+    ExpectWithinCpuPath(Flat(products), ref, tol, "kernel products");
   }
 }
 
